@@ -1,0 +1,140 @@
+"""OpenAI-style message lists (the `eval FILE` input) to canonical threads.
+
+A turn starts at each run of user messages and holds everything until the next user message.
+Every message keeps its 0-based position in the input array, so evidence can point back at it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from tracing_eval.model import Message, ToolCall, Turn, Thread
+from tracing_eval.text import looks_like_tool_error
+
+ROLES = {"system", "user", "assistant", "tool"}
+
+
+class TranscriptError(ValueError):
+    """A transcript line that does not follow the schema."""
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content)
+
+
+def _tool_calls(raw: Any) -> list[ToolCall]:
+    calls = []
+    for tc in raw or []:
+        fn = tc.get("function") or {}
+        args = fn.get("arguments", tc.get("arguments"))
+        if isinstance(args, str):
+            try:
+                args = orjson.loads(args)
+            except orjson.JSONDecodeError:
+                pass
+        calls.append(ToolCall(id=tc.get("id"), name=fn.get("name") or tc.get("name") or "?", arguments=args))
+    return calls
+
+
+_INLINE_TOOL_CALLS = "[tool_calls] "
+
+
+def _split_inline_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """Some exports (tau-bench) flatten tool calls into the text as `[tool_calls] [...]`."""
+    head, sep, tail = text.partition(_INLINE_TOOL_CALLS)
+    if not sep:
+        return text, []
+    try:
+        calls = orjson.loads(tail)
+    except orjson.JSONDecodeError:
+        return text, []
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        return text, []
+    return head.strip(), calls
+
+
+def message_from_openai(raw: dict[str, Any], position: int) -> Message:
+    role = raw.get("role")
+    if role not in ROLES:
+        raise TranscriptError(f"message {position}: role must be one of {sorted(ROLES)}, got {role!r}")
+    content = _text(raw.get("content"))
+    raw_calls = raw.get("tool_calls") or []
+    if role == "assistant" and not raw_calls:
+        content, raw_calls = _split_inline_tool_calls(content)
+    return Message(
+        role=role,
+        content=content,
+        tool_calls=_tool_calls(raw_calls) if role == "assistant" else [],
+        tool_call_id=raw.get("tool_call_id"),
+        position=position,
+    )
+
+
+def link_tool_results(messages: list[Message]) -> None:
+    """Copy each tool message's content onto the tool call it answers, marking errors."""
+    by_id = {tc.id: tc for m in messages for tc in m.tool_calls if tc.id}
+    pending = [tc for m in messages for tc in m.tool_calls]
+    for m in messages:
+        if m.role != "tool":
+            continue
+        call = by_id.get(m.tool_call_id) if m.tool_call_id else None
+        if call is None:  # unnamed results answer the oldest open call
+            call = next((tc for tc in pending if tc.result is None), None)
+        if call is None:
+            continue
+        call.result = m.content
+        if call.error is None and looks_like_tool_error(m.content):
+            call.error = m.content[:500]
+
+
+def thread_from_messages(
+    key: str, raw_messages: list[dict[str, Any]], *, source: str = "file", metadata: dict[str, Any] | None = None
+) -> Thread:
+    messages = [message_from_openai(m, i) for i, m in enumerate(raw_messages)]
+    link_tool_results(messages)
+    system = [m.content for m in messages if m.role == "system"]
+    turns: list[Turn] = []
+    current: list[Message] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "user" and current and any(x.role != "user" for x in current):
+            turns.append(Turn(index=len(turns), messages=current))
+            current = []
+        current.append(m)
+    if current:
+        turns.append(Turn(index=len(turns), messages=current))
+    return Thread(
+        key=key,
+        source=source,
+        conversation_id=key,
+        system_prompt="\n\n".join(system) or None,
+        turns=turns,
+        metadata=metadata or {},
+    )
+
+
+def thread_from_json_line(line: str | bytes, line_no: int) -> Thread:
+    """Parse one JSON line of the `eval` input schema; errors name the line."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise TranscriptError(f"line {line_no}: not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise TranscriptError(f"line {line_no}: expected a JSON object")
+    turns = obj.get("turns")
+    if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+        raise TranscriptError(f"line {line_no}: 'turns' must be a list of message objects")
+    key = str(obj.get("thread_id") or f"line-{line_no}")
+    try:
+        return thread_from_messages(key, turns, metadata={k: v for k, v in obj.items() if k in ("task_description", "success_criteria")})
+    except TranscriptError as exc:
+        raise TranscriptError(f"line {line_no}: {exc}") from None
