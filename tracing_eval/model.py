@@ -177,12 +177,18 @@ class MetricResult(_Model):
     cost_usd: float = 0.0
     duration_ms: float = 0.0
 
-    def target(self) -> str:
-        return "thread" if self.turn_index is None else f"turn:{self.turn_index}"
+    def target(self, thread: Thread | None = None) -> str:
+        """`thread`, or the turn: its trace id when known (stable as turns are added), else its index."""
+        if self.turn_index is None:
+            return "thread"
+        if thread is not None and self.turn_index < len(thread.turns) and thread.turns[self.turn_index].trace_id:
+            return f"trace:{thread.turns[self.turn_index].trace_id}"
+        return f"turn:{self.turn_index}"
 
-    def result_id(self, thread_key: str) -> str:
-        """Deterministic id: the same target and metric always map to the same id."""
-        return str(uuid.uuid5(RESULT_NAMESPACE, f"{thread_key}|{self.target()}|{self.metric}"))
+
+def result_id(thread_key: str, target: str, metric: str) -> str:
+    """Deterministic id: the same target and metric always map to the same id on every replica."""
+    return str(uuid.uuid5(RESULT_NAMESPACE, f"{thread_key}|{target}|{metric}"))
 
     def contract(self) -> dict[str, Any]:
         """The fields of the public `eval` / `results` JSON contract."""

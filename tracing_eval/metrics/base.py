@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from tracing_eval.config import ConfigError
 from tracing_eval.model import MetricResult, Thread
 
 Tier = Literal["deterministic", "judge"]
@@ -50,5 +51,5 @@ class Registry:
         thresholds = thresholds or {}
         unknown = [n for n in names if n not in self.factories]
         if unknown:
-            raise KeyError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(self.names())}")
+            raise ConfigError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(self.names())}")
         return [self.factories[n](thresholds.get(n)) for n in names]

@@ -1,0 +1,157 @@
+"""OTLP/HTTP receiver: `/v1/traces` and `/v1/logs`, protobuf or JSON, gzip or deflate.
+
+A 200 means the data is committed to the store. When the store cannot take it in time the
+answer is 503 with Retry-After (the exporter retries), never an acknowledgement that could be lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from connectors.otlp.decode import (
+    JSON,
+    Decoded,
+    OtlpDecodeError,
+    PayloadTooLarge,
+    decode_logs,
+    decode_traces,
+    decompress,
+    media_type,
+)
+from tracing_eval.config import ReceiverSettings
+from tracing_eval.ingest import make_batch
+from tracing_eval.store.base import Store
+
+log = structlog.get_logger(__name__)
+
+# google.rpc.Code values used in error bodies
+_INVALID_ARGUMENT, _UNAUTHENTICATED, _UNAVAILABLE, _RESOURCE_EXHAUSTED = 3, 16, 14, 8
+
+
+@dataclass
+class ReceiverCounters:
+    """What the receiver saw; read by health and metrics endpoints."""
+
+    spans: int = 0
+    events: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+
+    def reject(self, reason: str) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+
+
+def _body(mt: str, message: object) -> bytes:
+    if mt == JSON:
+        return json_format.MessageToJson(message, indent=None).encode()  # type: ignore[arg-type]
+    return message.SerializeToString()  # type: ignore[attr-defined]
+
+
+class OtlpReceiver:
+    """Starlette routes for the receiver, bound to one store."""
+
+    def __init__(self, store: Store, settings: ReceiverSettings, *, source: str = "otlp", clock: Callable[[], float] = time.time):
+        self.store = store
+        self.settings = settings
+        self.source = source
+        self.clock = clock
+        self.counters = ReceiverCounters()
+        self._writes = asyncio.Semaphore(settings.max_concurrent_writes)
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/traces", self.traces, methods=["POST"]),
+            Route("/v1/logs", self.logs, methods=["POST"]),
+        ]
+
+    async def traces(self, request: Request) -> Response:
+        return await self._handle(request, "traces")
+
+    async def logs(self, request: Request) -> Response:
+        return await self._handle(request, "logs")
+
+    def _error(self, mt: str, status: int, code: int, message: str, reason: str, headers: dict[str, str] | None = None) -> Response:
+        self.counters.reject(reason)
+        log.warning("OTLP request refused", status=status, reason=reason, detail=message)
+        body = _body(mt, status_pb2.Status(code=code, message=message))
+        return Response(body, status_code=status, media_type=mt, headers=headers)
+
+    async def _handle(self, request: Request, signal: str) -> Response:
+        try:
+            mt = media_type(request.headers.get("content-type"))
+        except OtlpDecodeError as exc:
+            self.counters.reject("unsupported_media_type")
+            return Response(str(exc), status_code=415, media_type="text/plain")
+        if self.settings.auth_token is not None:
+            expected = f"Bearer {self.settings.auth_token.get_secret_value()}"
+            if not hmac.compare_digest(request.headers.get("authorization", "").encode(), expected.encode()):
+                return self._error(mt, 401, _UNAUTHENTICATED, "missing or wrong bearer token", "unauthorized",
+                                   {"WWW-Authenticate": "Bearer"})
+        limit = self.settings.max_body_bytes
+        try:
+            raw = await self._read(request, limit)
+            body = decompress(raw, request.headers.get("content-encoding"), limit)
+            decoded = decode_traces(body, mt) if signal == "traces" else decode_logs(body, mt)
+        except PayloadTooLarge as exc:
+            return self._error(mt, 413, _RESOURCE_EXHAUSTED, str(exc), "too_large")
+        except OtlpDecodeError as exc:
+            return self._error(mt, 400, _INVALID_ARGUMENT, str(exc), "bad_payload")
+        except ClientDisconnect:
+            return Response(status_code=400)
+        return await self._store(mt, signal, decoded)
+
+    @staticmethod
+    async def _read(request: Request, limit: int) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise PayloadTooLarge(f"body is {declared} bytes; the limit is {limit}")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _store(self, mt: str, signal: str, decoded: Decoded) -> Response:
+        batch = make_batch(decoded.spans, [(e.trace_id, e.span_id, e.event) for e in decoded.logs], source=self.source)
+        retry = {"Retry-After": str(self.settings.retry_after_seconds)}
+        if batch.spans or batch.events:
+            try:
+                await asyncio.wait_for(self._writes.acquire(), self.settings.write_timeout_seconds)
+            except TimeoutError:
+                return self._error(mt, 503, _UNAVAILABLE, "the store is behind; retry later", "store_busy", retry)
+            try:
+                await self.store.ingest(batch, self.clock())
+            except Exception as exc:  # the exporter keeps the data and retries
+                log.error("store write failed", error=f"{type(exc).__name__}: {exc}")
+                return self._error(mt, 503, _UNAVAILABLE, "the store could not write the data; retry later", "store_error", retry)
+            finally:
+                self._writes.release()
+        self.counters.spans += len(batch.spans)
+        self.counters.events += len(batch.events)
+        if signal == "traces":
+            resp: ExportTraceServiceResponse | ExportLogsServiceResponse = ExportTraceServiceResponse()
+            if decoded.rejected:
+                resp.partial_success.rejected_spans = decoded.rejected
+                resp.partial_success.error_message = "; ".join(decoded.errors[:5])
+        else:
+            resp = ExportLogsServiceResponse()
+            if decoded.rejected:
+                resp.partial_success.rejected_log_records = decoded.rejected
+                resp.partial_success.error_message = "; ".join(decoded.errors[:5])
+        if decoded.rejected:
+            self.counters.reject("partial")
+        return Response(_body(mt, resp), status_code=200, media_type=mt)

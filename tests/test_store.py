@@ -1,0 +1,180 @@
+"""The SQL store: versions, readiness, leases, results, outbox and review items."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import update
+
+from tracing_eval.model import MetricResult, Scope, Span, SpanEvent, score_result
+from tracing_eval.sinks import deliver_outbox
+from tracing_eval.store import schema
+from tracing_eval.store.base import IngestBatch, Mode, Outgoing, Readiness
+from tracing_eval.store.sql import SqlStore, StoreError
+
+READY = Readiness(turn_settle=60, thread_idle=300)
+T0 = 1_000_000.0
+
+
+def span(trace: str, sid: str, parent: str | None = None, start: int = 1) -> Span:
+    return Span(trace_id=trace.ljust(32, "0"), span_id=sid.ljust(16, "0"), parent_id=parent, name="chat", start_ns=start)
+
+
+def batch(*spans: Span, conv: str | None = None, events: list[Any] | None = None) -> IngestBatch:
+    convs = {s.trace_id: conv for s in spans} if conv else {}
+    return IngestBatch(spans=list(spans), events=events or [], conversations=convs)
+
+
+def result(metric: str = "m", score: float = 1.0, turn: int | None = None) -> MetricResult:
+    return score_result(metric, score, threshold=0.7, scope=Scope.TURN if turn is not None else Scope.THREAD, turn_index=turn)
+
+
+async def test_ingest_versions_threads_and_dedupes_spans(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c1"), T0)
+    await store.ingest(batch(span("a", "1")), T0 + 1)  # exporter retry of the same span
+    await store.ingest(batch(span("b", "2", start=5), conv="c1"), T0 + 2)
+    states = await store.thread_states()
+    assert [s["key"] for s in states] == ["otlp:c1"]
+    assert states[0]["version"] == 3 and states[0]["last_activity_at"] == T0 + 2
+    traces = await store.load_traces("otlp:c1")
+    assert sorted(len(t) for t in traces) == [1, 1]
+
+
+async def test_trace_joins_its_conversation_when_the_id_arrives_later(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1")), T0)  # child without conversation id first
+    assert await store.thread_keys() == ["otlp:trace:" + "a".ljust(32, "0")]
+    await store.ingest(batch(span("a", "2"), conv="c9"), T0 + 1)
+    assert await store.thread_keys() == ["otlp:c9"]
+    assert len((await store.load_traces("otlp:c9"))[0]) == 2
+
+
+async def test_log_events_are_joined_to_their_span_and_bump_the_thread(store: SqlStore) -> None:
+    s = span("a", "1")
+    await store.ingest(batch(s, conv="c"), T0)
+    ev = SpanEvent(name="gen_ai.client.inference.operation.details", time_ns=3, attributes={"k": 1})
+    await store.ingest(IngestBatch(events=[(s.trace_id, s.span_id, ev)]), T0 + 5)
+    await store.ingest(IngestBatch(events=[(s.trace_id, s.span_id, ev)]), T0 + 6)  # retried log export
+    [[loaded]] = await store.load_traces("otlp:c")
+    assert [e.name for e in loaded.events] == [ev.name]
+    assert (await store.thread_states())[0]["version"] == 3
+
+
+async def test_claim_waits_for_settle_then_idle_and_leases_once(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    assert await store.claim("w1", T0 + 10, READY, 10, 30) == []
+    [turns] = await store.claim("w1", T0 + 61, READY, 10, 30)
+    assert turns.mode is Mode.TURNS and turns.version == 1
+    assert await store.claim("w2", T0 + 62, READY, 10, 30) == []  # leased to w1
+    assert await store.record(turns, [], [], [], T0 + 63)
+    assert await store.claim("w1", T0 + 100, READY, 10, 30) == []  # turns done, thread not idle yet
+    [whole] = await store.claim("w2", T0 + 301, READY, 10, 30)
+    assert whole.mode is Mode.THREAD
+    assert await store.record(whole, [], [], [], T0 + 302)
+    assert await store.claim("w1", T0 + 10_000, READY, 10, 30) == []  # nothing changed since
+
+
+async def test_expired_lease_is_reclaimed_and_the_old_owner_cannot_record(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    [c1] = await store.claim("w1", T0 + 400, READY, 10, 30)
+    [c2] = await store.claim("w2", T0 + 431, READY, 10, 30)  # w1's lease expired
+    assert not await store.record(c1, [Outgoing("id1", "thread", result())], [], [], T0 + 432)
+    assert await store.record(c2, [Outgoing("id1", "thread", result())], [], [], T0 + 433)
+    assert [r.id for r in await store.results()] == ["id1"]
+
+
+async def test_new_span_after_evaluation_makes_a_new_version(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    await store.record(c, [], [], [], T0 + 401)
+    await store.ingest(batch(span("b", "2"), conv="c"), T0 + 500)
+    [again] = await store.claim("w", T0 + 900, READY, 10, 30)
+    assert again.version == 2 and again.mode is Mode.THREAD
+
+
+async def test_outbox_rows_only_for_changed_results_and_review_once_per_version(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    reasons = [{"metric": "m", "target": "thread", "score": 0.0, "threshold": 0.7, "label": None, "status": "ok", "reason": "x"}]
+    out = [Outgoing("r1", "thread", result(score=0.0)), Outgoing("r2", "trace:a", result("t", 1.0, turn=0))]
+    assert await store.record(c, out, reasons, ["hook"], T0 + 401)
+    rows = await store.pending_outbox("hook", T0 + 402, 100)
+    assert sorted((r.kind, r.ref) for r in rows) == [("result", "r1"), ("result", "r2"), ("review", "otlp:c@1")]
+
+    # the thread grows; the same results come out again: only the changed one is owed again
+    await store.ingest(batch(span("b", "2"), conv="c"), T0 + 500)
+    [c2] = await store.claim("w", T0 + 900, READY, 10, 30)
+    out2 = [Outgoing("r1", "thread", result(score=0.5)), Outgoing("r2", "trace:a", result("t", 1.0, turn=0))]
+    assert await store.record(c2, out2, reasons, ["hook"], T0 + 901)
+    rows = await store.pending_outbox("hook", T0 + 902, 100)
+    assert sorted((r.kind, r.ref) for r in rows) == [
+        ("result", "r1"), ("result", "r1"), ("result", "r2"), ("review", "otlp:c@1"), ("review", "otlp:c@2")
+    ]
+    items = await store.review_items(None)
+    assert [(i.thread_version, i.status) for i in items] == [(1, "superseded"), (2, "open")]
+    assert await store.resolve_review(items[1].id, "looked at it", T0 + 903)
+    assert not await store.resolve_review(items[1].id, "twice", T0 + 904)
+
+
+class FlakySink:
+    name = "hook"
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.received: list[dict[str, Any]] = []
+
+    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("sink down")
+        self.received.append(payload)
+
+
+async def test_outbox_delivery_retries_with_backoff_and_delivers_once(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    await store.record(c, [Outgoing("r1", "thread", result())], [], ["hook"], T0 + 401)
+    sink = FlakySink(failures=2)
+    stats = await deliver_outbox(store, [sink], T0 + 402, max_attempts=5)
+    assert (stats.delivered, stats.retried) == (0, 1)
+    assert (await deliver_outbox(store, [sink], T0 + 402.5, max_attempts=5)).retried == 0  # backing off
+    await deliver_outbox(store, [sink], T0 + 404, max_attempts=5)
+    stats = await deliver_outbox(store, [sink], T0 + 410, max_attempts=5)
+    assert stats.delivered == 1
+    await deliver_outbox(store, [sink], T0 + 1000, max_attempts=5)
+    assert [p["result_id"] for p in sink.received] == ["r1"]
+
+
+async def test_release_with_give_up_parks_the_thread(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    await store.release(c, "boom", T0 + 401, 0, give_up=True)
+    assert await store.claim("w", T0 + 10_000, READY, 10, 30) == []
+    state = (await store.thread_states())[0]
+    assert state["status"] == "failed" and state["last_error"] == "boom"
+
+
+async def test_sampling_is_deterministic_and_skips_unsampled_threads(settings: Any) -> None:
+    s = SqlStore(settings.store.url, sample_rate=0.0)
+    await s.open()
+    try:
+        await s.ingest(batch(span("a", "1"), conv="c"), T0)
+        assert await s.claim("w", T0 + 10_000, READY, 10, 30) == []
+    finally:
+        await s.close()
+
+
+async def test_schema_version_mismatch_is_a_clear_error(store: SqlStore, settings: Any) -> None:
+    async with store.engine.begin() as conn:
+        await conn.execute(update(schema.meta).values(value="999"))
+    other = SqlStore(settings.store.url)
+    with pytest.raises(StoreError, match="schema version 999"):
+        await other.open()
+    await other.close()
+
+
+async def test_unreachable_store_is_a_clear_error(tmp_path: Any) -> None:
+    s = SqlStore(f"sqlite+aiosqlite:///{tmp_path}/missing-dir/x.db")
+    with pytest.raises(StoreError, match="cannot open the store"):
+        await s.open()
+    await s.close()

@@ -1,0 +1,283 @@
+"""`tracing-eval` command line: run the sidecar, evaluate files, read results and the review queue."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Iterator
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import orjson
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tracing_eval import logging as te_logging
+from tracing_eval.config import ConfigError, Settings, load_settings
+from tracing_eval.evaluate import evaluate_thread
+from tracing_eval.metrics.catalogue import default_registry
+from tracing_eval.report import metric_means, regressions, results_table, review_table, thread_record
+from tracing_eval.store.sql import SqlStore, StoreError
+from tracing_eval.transcripts import TranscriptError, thread_from_json_line
+
+F = TypeVar("F", bound=Callable[..., Any])
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/bold red] {message}")
+    sys.exit(code)
+
+
+def friendly_errors(fn: F) -> F:
+    """Turn configuration and store errors into one clear line and exit code 2."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (ConfigError, StoreError, TranscriptError) as exc:
+            _fail(str(exc))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def config_option(fn: F) -> F:
+    return click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+                        help="TOML config file (default: ./tracing-eval.toml if present).")(fn)
+
+
+def _settings(config_path: Path | None, **overrides: Any) -> Settings:
+    settings = load_settings(config_path, **overrides)
+    te_logging.configure(settings.logging.level, settings.logging.format)
+    return settings
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tracing-eval")
+def main() -> None:
+    """Evaluate LLM conversation threads from traces and write the scores back."""
+
+
+# -- run ---------------------------------------------------------------------------------------
+
+
+@main.command()
+@config_option
+@click.option("--once", is_flag=True, help="Run one tick over the sources, treating all input as settled, then exit.")
+@click.option("--source", "sources", multiple=True, metavar="SPEC", help="otlp-http or otlp-file:PATH (repeatable).")
+@click.option("--sink", "sinks", multiple=True, metavar="NAME", help="Result sinks (repeatable); local is always on.")
+@click.option("--http", "http", default=None, metavar="HOST:PORT", help="Address of the HTTP server (default 127.0.0.1:4318).")
+@friendly_errors
+def run(config_path: Path | None, once: bool, sources: tuple[str, ...], sinks: tuple[str, ...], http: str | None) -> None:
+    """Run the sidecar: receive and pull spans, evaluate ready threads, write results."""
+    from tracing_eval import worker
+
+    overrides: dict[str, Any] = {}
+    if http:
+        overrides["http"] = {"address": http}
+    settings = _settings(config_path, **overrides)
+    plan = worker.plan_sources(sources, settings)
+    sink_objs = worker.build_sinks(sinks, settings)
+    if once:
+        asyncio.run(_run_once(settings, plan, sink_objs))
+        return
+    asyncio.run(_run_forever(settings, plan, sink_objs))
+
+
+async def _run_once(settings: Settings, plan: Any, sinks: list[Any]) -> None:
+    from tracing_eval import worker
+
+    if plan.otlp_http and not plan.files:
+        raise ConfigError("`run --once` pulls from files; give --source otlp-file:PATH (the receiver needs `run`)")
+    store = worker.build_store(settings)
+    await store.open()
+    try:
+        pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=True)
+        started = time.perf_counter()
+        stats = await pipeline.tick(settle_all=True)
+        err.print(
+            f"pulled {stats.spans_pulled} spans, evaluated {stats.threads_evaluated} threads "
+            f"({stats.results} results, {stats.routed_to_review} routed to review, {stats.errors} errors) "
+            f"in {time.perf_counter() - started:.2f}s"
+        )
+        records = await _stored_records(store)
+        out.print(results_table(records))
+        out.print(review_table(await store.review_items("open")))
+    finally:
+        await store.close()
+
+
+async def _run_forever(settings: Settings, plan: Any, sinks: list[Any]) -> None:
+    from connectors.otlp.receiver import OtlpReceiver
+    from tracing_eval import worker
+
+    store = worker.build_store(settings)
+    await store.open()
+    try:
+        pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=False)
+        receiver = OtlpReceiver(store, settings.receiver) if plan.otlp_http else None
+        await worker.Worker(settings, pipeline, receiver).run()
+    finally:
+        await store.close()
+
+
+async def _stored_records(store: SqlStore) -> list[dict[str, Any]]:
+    by_thread: dict[str, list[Any]] = {}
+    for r in await store.results():
+        by_thread.setdefault(r.thread_key, []).append(r.result)
+    records = []
+    for key, results in by_thread.items():
+        rec = thread_record(key, results)
+        rec["thread_key"] = key
+        records.append(rec)
+    return records
+
+
+# -- eval --------------------------------------------------------------------------------------
+
+
+def _read_threads(path: Path, bad: list[str]) -> Iterator[Any]:
+    with path.open("rb") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield thread_from_json_line(line, n)
+            except TranscriptError as exc:
+                bad.append(str(exc))
+                err.print(f"[yellow]skipped[/yellow] {path}:{exc}")
+
+
+@main.command("eval")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@config_option
+@click.option("--metrics", "metric_names", default=None, help="Comma-separated metric names (default: the configured set).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl"]), default="table", show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON lines here (usable as --baseline).")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="A file written by --out to compare against.")
+@click.option("--tolerance", type=float, default=0.03, show_default=True, help="Allowed drop of a metric's dataset mean below the baseline.")
+@friendly_errors
+def eval_cmd(file: Path, config_path: Path | None, metric_names: str | None, fmt: str, out_path: Path | None,
+             baseline: Path | None, tolerance: float) -> None:
+    """Evaluate transcripts (JSON lines: {"thread_id", "turns": [messages]}) without a store."""
+    settings = _settings(config_path)
+    names = [n.strip() for n in metric_names.split(",") if n.strip()] if metric_names else settings.metrics.enabled
+    metrics = default_registry().build(names, settings.metrics.thresholds)
+    bad: list[str] = []
+    total = sum(1 for line in file.open("rb") if line.strip())
+    records = []
+    with Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("eval", total=total)
+        for thread in _read_threads(file, bad):
+            records.append(thread_record(thread.key, evaluate_thread(thread, metrics), len(thread.turns)))
+            progress.advance(task)
+    lines = b"".join(orjson.dumps(r) + b"\n" for r in records)
+    if out_path:
+        out_path.write_bytes(lines)
+    if fmt == "jsonl":
+        sys.stdout.buffer.write(lines)
+    elif fmt == "json":
+        sys.stdout.buffer.write(orjson.dumps({"threads": records, "means": metric_means(records)}, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        out.print(results_table(records, title=f"{file.name}: {len(records)} threads"))
+        out.print("dataset means: " + ", ".join(f"{k}={v:.3f}" for k, v in metric_means(records).items()))
+    sys.stdout.flush()
+    if baseline is not None:
+        base = [orjson.loads(x) for x in baseline.read_bytes().splitlines() if x.strip()]
+        failed = regressions(metric_means(records), metric_means(base), tolerance)
+        for line in failed:
+            err.print(f"[bold red]regression[/bold red] {line}")
+        if failed:
+            sys.exit(1)
+        err.print(f"no metric fell more than {tolerance} below the baseline")
+    if bad:
+        _fail(f"{len(bad)} line(s) of {file} could not be read (see above)", code=2)
+
+
+# -- results and review ------------------------------------------------------------------------
+
+
+def _with_store(settings: Settings, fn: Callable[[SqlStore], Any]) -> Any:
+    async def go() -> Any:
+        store = SqlStore(settings.store.url)
+        await store.open()
+        try:
+            return await fn(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+@main.command()
+@config_option
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
+@click.option("--thread", "thread_key", default=None, help="Only this thread key.")
+@friendly_errors
+def results(config_path: Path | None, fmt: str, thread_key: str | None) -> None:
+    """Print stored results, in the same schema as `eval`, with the thread key."""
+    settings = _settings(config_path)
+    records = _with_store(settings, _stored_records)
+    if thread_key:
+        records = [r for r in records if r["thread_key"] == thread_key]
+    if fmt == "jsonl":
+        sys.stdout.buffer.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    else:
+        out.print(results_table(records))
+
+
+@main.group()
+def review() -> None:
+    """The local review queue: threads that failed the review rule."""
+
+
+@review.command("list")
+@config_option
+@click.option("--all", "show_all", is_flag=True, help="Include resolved and superseded items.")
+@friendly_errors
+def review_list(config_path: Path | None, show_all: bool) -> None:
+    """List open review items."""
+    settings = _settings(config_path)
+    items = _with_store(settings, lambda s: s.review_items(None if show_all else "open"))
+    out.print(review_table(items))
+
+
+@review.command("show")
+@click.argument("item_id", type=int)
+@config_option
+@friendly_errors
+def review_show(item_id: int, config_path: Path | None) -> None:
+    """Show one review item with the thread's stored results."""
+    settings = _settings(config_path)
+
+    async def show(store: SqlStore) -> tuple[Any, list[Any]]:
+        item = await store.review_item(item_id)
+        return item, (await store.results(item.thread_key) if item else [])
+
+    item, stored = _with_store(settings, show)
+    if item is None:
+        _fail(f"no review item {item_id}")
+    out.print(f"[bold]review item {item.id}[/bold]  thread {item.thread_key}  version {item.thread_version}  {item.status}")
+    for r in item.reasons:
+        out.print(f"  - {r['metric']} on {r['target']}: score {r['score']} label {r['label']}: {r['reason']}")
+    out.print(results_table([{**thread_record(item.thread_key, [s.result for s in stored]), "thread_key": item.thread_key}]))
+
+
+@review.command("resolve")
+@click.argument("item_id", type=int)
+@click.option("--note", default="resolved", help="What was decided.")
+@config_option
+@friendly_errors
+def review_resolve(item_id: int, note: str, config_path: Path | None) -> None:
+    """Mark an open review item resolved."""
+    settings = _settings(config_path)
+    ok = _with_store(settings, lambda s: s.resolve_review(item_id, note, time.time()))
+    if not ok:
+        _fail(f"review item {item_id} does not exist or is not open")
+    out.print(f"review item {item_id} resolved")

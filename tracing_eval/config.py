@@ -1,0 +1,177 @@
+"""Settings: one TOML file, every key overridable as `TRACING_EVAL_<SECTION>__<KEY>`.
+
+Precedence (highest first): explicit overrides from the CLI, environment, the TOML file, defaults.
+Unknown keys are errors, so a typo in the file is reported instead of silently ignored.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+ENV_PREFIX = "TRACING_EVAL_"
+DEFAULT_CONFIG_FILE = "tracing-eval.toml"
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message says which key and why."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StoreSettings(_Section):
+    url: str = Field(
+        "sqlite+aiosqlite:///tracing-eval.db",
+        description="SQLAlchemy async URL of the state store (SQLite file by default, in the working folder).",
+    )
+
+
+class ReceiverSettings(_Section):
+    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Largest request body accepted after decompression (413 above).")
+    auth_token: SecretStr | None = Field(None, description="If set, requests must send `Authorization: Bearer <token>`. Set it from the environment.")
+    write_timeout_seconds: float = Field(5.0, gt=0, description="How long a request may wait for the store before it is answered 503 with Retry-After.")
+    max_concurrent_writes: int = Field(4, gt=0, description="Requests writing to the store at once; more wait up to write_timeout_seconds.")
+    retry_after_seconds: int = Field(5, gt=0, description="Retry-After sent with 503 when the store cannot keep up.")
+
+
+class ScheduleSettings(_Section):
+    tick_seconds: float = Field(10.0, gt=0, description="Interval between scheduler ticks (pull, claim, evaluate, deliver).")
+    turn_settle_seconds: float = Field(60.0, ge=0, description="A turn is ready once its trace has had no new span for this long.")
+    thread_idle_seconds: float = Field(300.0, ge=0, description="A thread is ready once it has had no new turn for this long.")
+    lease_seconds: float = Field(300.0, gt=0, description="How long a claimed thread stays leased to one worker.")
+    batch_size: int = Field(50, gt=0, description="Threads claimed per tick.")
+    max_attempts: int = Field(5, gt=0, description="Evaluation attempts per thread version before it is marked failed.")
+
+
+class MetricsSettings(_Section):
+    enabled: list[str] = Field(
+        default_factory=lambda: [
+            "repetition",
+            "reask",
+            "refusal_loop",
+            "tool_errors",
+            "user_friction",
+            "response_hygiene",
+            "thread_stats",
+        ],
+        description="Metrics to run, by name.",
+    )
+    thresholds: dict[str, float] = Field(default_factory=dict, description="Pass thresholds by metric name (default 0.7 unless the metric says otherwise).")
+
+    @field_validator("thresholds")
+    @classmethod
+    def _in_unit_range(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, t in v.items():
+            if not 0.0 <= t <= 1.0:
+                raise ValueError(f"threshold for {name!r} must be within [0, 1], got {t}")
+        return v
+
+
+class ReviewSettings(_Section):
+    enabled: bool = Field(True, description="Route failing threads to the review queue.")
+    metrics: list[str] = Field(default_factory=lambda: ["*"], description="Metrics whose failure routes a thread ('*' = all).")
+    labels: list[str] = Field(default_factory=list, description="Labels that route a thread even when the score passes, e.g. 'masked_error'.")
+    include_errors: bool = Field(False, description="Also route threads where a metric ended with status error.")
+
+
+class SourceSettings(_Section):
+    otlp_http: bool = Field(True, description="Serve the OTLP/HTTP receiver (/v1/traces, /v1/logs) in `run`.")
+    otlp_files: list[Path] = Field(default_factory=list, description="OTLP JSON-lines files (Collector file exporter format) to read.")
+
+
+class SinkSettings(_Section):
+    enabled: list[str] = Field(default_factory=lambda: ["local"], description="Result sinks; `local` (the store and review queue) is always on.")
+    max_attempts: int = Field(10, gt=0, description="Delivery attempts per outbox row before it is parked as failed.")
+
+
+class HttpSettings(_Section):
+    address: str = Field("127.0.0.1:4318", description="HOST:PORT of the HTTP server (OTLP receiver).")
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"must be HOST:PORT, got {v!r}")
+        return v
+
+    @property
+    def host(self) -> str:
+        return self.address.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rpartition(":")[2])
+
+
+class SamplingSettings(_Section):
+    rate: float = Field(1.0, ge=0, le=1, description="Share of threads evaluated; decided by a hash of the thread key, the same on every replica.")
+
+
+class LoggingSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    format: Literal["console", "json"] = Field("console", description="`json` for machines, `console` for people.")
+
+
+class Settings(BaseSettings):
+    """All settings. See `config.example.toml` for every key with its default."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
+
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    receiver: ReceiverSettings = Field(default_factory=ReceiverSettings)
+    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
+    sources: SourceSettings = Field(default_factory=SourceSettings)
+    sinks: SinkSettings = Field(default_factory=SinkSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+def _describe(exc: ValidationError, origin: str) -> str:
+    lines = [f"invalid configuration ({origin}):"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        env = ENV_PREFIX + "__".join(str(p) for p in err["loc"]).upper()
+        msg = "unknown key (check the spelling)" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(f"  {loc}: {msg} (TOML key [{'.'.join(str(p) for p in err['loc'][:-1]) or '-'}] {err['loc'][-1]}, env {env})")
+    return "\n".join(lines)
+
+
+def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
+    """Load settings from `path` (or ./tracing-eval.toml if present), env, and overrides."""
+    if path is None and Path(DEFAULT_CONFIG_FILE).is_file():
+        path = Path(DEFAULT_CONFIG_FILE)
+    if path is not None:
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    cls = Settings
+    if path is not None:  # a subclass that reads this file; Settings itself reads none
+        cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": path}})
+    try:
+        return cls(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, str(path) if path else "environment")) from None

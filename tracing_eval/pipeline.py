@@ -1,0 +1,111 @@
+"""One tick: pull sources, claim ready threads, evaluate, record, deliver."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from tracing_eval.assemble import thread_from_traces
+from tracing_eval.config import Settings
+from tracing_eval.evaluate import evaluate_thread
+from tracing_eval.metrics.base import Metric
+from tracing_eval.model import MetricResult, Scope, Thread, result_id
+from tracing_eval.review import review_reasons
+from tracing_eval.sinks import LOCAL, DeliveryStats, Sink, backoff_seconds, deliver_outbox
+from tracing_eval.sources import Source
+from tracing_eval.store.base import Claim, Mode, Outgoing, Readiness, Store
+
+log = structlog.get_logger(__name__)
+
+SETTLED = Readiness(turn_settle=0.0, thread_idle=0.0)
+
+
+@dataclass
+class TickStats:
+    spans_pulled: int = 0
+    threads_evaluated: int = 0
+    turn_evaluations: int = 0
+    results: int = 0
+    routed_to_review: int = 0
+    errors: int = 0
+    lost_leases: int = 0
+    delivery: DeliveryStats = field(default_factory=DeliveryStats)
+
+
+@dataclass
+class Pipeline:
+    store: Store
+    settings: Settings
+    metrics: Sequence[Metric]
+    owner: str
+    sources: Sequence[Source] = ()
+    sinks: Sequence[Sink] = ()
+
+    @property
+    def readiness(self) -> Readiness:
+        s = self.settings.schedule
+        return Readiness(turn_settle=s.turn_settle_seconds, thread_idle=s.thread_idle_seconds)
+
+    async def tick(self, *, settle_all: bool = False) -> TickStats:
+        """Run one full tick. With `settle_all`, every turn and thread counts as ready."""
+        stats = TickStats()
+        for source in self.sources:
+            try:
+                stats.spans_pulled += await source.pull(self.store, time.time())
+            except Exception as exc:  # one broken source must not stop the others
+                stats.errors += 1
+                log.error("source pull failed", source=source.name, error=f"{type(exc).__name__}: {exc}")
+        ready = SETTLED if settle_all else self.readiness
+        while True:
+            claims = await self.store.claim(
+                self.owner, time.time(), ready, self.settings.schedule.batch_size, self.settings.schedule.lease_seconds
+            )
+            for claim in claims:
+                await self.evaluate_claim(claim, stats)
+            if not settle_all or not claims:
+                break
+        stats.delivery = await self.deliver()
+        return stats
+
+    async def deliver(self) -> DeliveryStats:
+        return await deliver_outbox(self.store, list(self.sinks), time.time(), self.settings.sinks.max_attempts)
+
+    @property
+    def outbox_sinks(self) -> list[str]:
+        return [s.name for s in self.sinks if s.name != LOCAL]
+
+    async def evaluate_claim(self, claim: Claim, stats: TickStats) -> None:
+        bound = log.bind(thread_key=claim.thread_key, version=claim.version, mode=claim.mode.value)
+        try:
+            thread = thread_from_traces(claim.thread_key, await self.store.load_traces(claim.thread_key), version=claim.version)
+            results = evaluate_thread(thread, self.metrics) if thread.turns else []
+            if claim.mode is Mode.TURNS:
+                results = [r for r in results if r.scope is not Scope.THREAD]
+            reasons = review_reasons(results, self.settings.review) if claim.mode is Mode.THREAD else []
+            outgoing = [self._outgoing(claim.thread_key, thread, r) for r in results]
+            recorded = await self.store.record(claim, outgoing, reasons, self.outbox_sinks, time.time())
+        except Exception as exc:  # keep every other thread going; retry this one later
+            stats.errors += 1
+            give_up = claim.attempts >= self.settings.schedule.max_attempts
+            await self.store.release(claim, f"{type(exc).__name__}: {exc}", time.time(), backoff_seconds(claim.attempts), give_up)
+            bound.exception("thread evaluation failed", attempts=claim.attempts, gave_up=give_up)
+            return
+        if not recorded:
+            stats.lost_leases += 1
+            bound.warning("lease lost before results were recorded; another worker owns the thread")
+            return
+        stats.results += len(results)
+        if claim.mode is Mode.THREAD:
+            stats.threads_evaluated += 1
+            stats.routed_to_review += bool(reasons)
+        else:
+            stats.turn_evaluations += 1
+        bound.info("evaluated", turns=len(thread.turns), results=len(results), review=bool(reasons))
+
+    @staticmethod
+    def _outgoing(key: str, thread: Thread, r: MetricResult) -> Outgoing:
+        target = r.target(thread)
+        return Outgoing(result_id(key, target, r.metric), target, r)

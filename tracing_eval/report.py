@@ -1,0 +1,86 @@
+"""Results to the public JSON contract and to tables for people."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from statistics import fmean
+from typing import Any
+
+from rich.table import Table
+
+from tracing_eval.model import MetricResult, Status
+from tracing_eval.store.base import ReviewItem
+
+
+def thread_record(thread_id: str, results: Iterable[MetricResult], turn_count: int | None = None) -> dict[str, Any]:
+    """`{"thread_id", "metrics": {...}, "turns": [{"index", "metrics": {...}}]}` for one thread."""
+    metrics: dict[str, Any] = {}
+    turns: dict[int, dict[str, Any]] = defaultdict(dict)
+    for r in results:
+        if r.turn_index is None:
+            metrics[r.metric] = r.contract()
+        else:
+            turns[r.turn_index][r.metric] = r.contract()
+    indices = range(turn_count) if turn_count is not None else sorted(turns)
+    return {"thread_id": thread_id, "metrics": metrics, "turns": [{"index": i, "metrics": turns.get(i, {})} for i in indices]}
+
+
+def metric_means(records: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Dataset mean per metric: thread scores, or turn scores for metrics that only score turns."""
+    thread_scores: dict[str, list[float]] = defaultdict(list)
+    turn_scores: dict[str, list[float]] = defaultdict(list)
+    for rec in records:
+        for name, m in rec["metrics"].items():
+            if m["status"] == Status.OK and m["score"] is not None:
+                thread_scores[name].append(m["score"])
+        for turn in rec["turns"]:
+            for name, m in turn["metrics"].items():
+                if m["status"] == Status.OK and m["score"] is not None:
+                    turn_scores[name].append(m["score"])
+    names = set(thread_scores) | set(turn_scores)
+    return {n: round(fmean(thread_scores[n] or turn_scores[n]), 4) for n in sorted(names)}
+
+
+def regressions(current: dict[str, float], baseline: dict[str, float], tolerance: float) -> list[str]:
+    """Metrics whose mean fell more than `tolerance` below the baseline, described."""
+    out = []
+    for name, base in sorted(baseline.items()):
+        if name in current and current[name] < base - tolerance:
+            out.append(f"{name}: mean {current[name]:.4f} is below baseline {base:.4f} - tolerance {tolerance}")
+    return out
+
+
+def _cell(m: dict[str, Any]) -> str:
+    if m["status"] != Status.OK:
+        return m["status"]
+    if m["score"] is None:
+        return m["label"] or "-"
+    text = f"{m['score']:.2f}"
+    if m["label"]:
+        text += f" {m['label']}"
+    return f"[red]{text}[/red]" if m["passed"] is False else text
+
+
+def results_table(records: list[dict[str, Any]], title: str = "Thread scores") -> Table:
+    """One row per thread, one column per thread-level metric; failing scores in red."""
+    names = sorted({n for rec in records for n in rec["metrics"]})
+    table = Table(title=title)
+    table.add_column("thread", overflow="fold")
+    table.add_column("turns", justify="right")
+    for n in names:
+        table.add_column(n)
+    for rec in records:
+        key = rec.get("thread_key", rec["thread_id"])
+        table.add_row(key, str(len(rec["turns"])), *[_cell(rec["metrics"][n]) if n in rec["metrics"] else "" for n in names])
+    return table
+
+
+def review_table(items: list[ReviewItem]) -> Table:
+    table = Table(title="Review queue")
+    for col in ("id", "thread", "version", "status", "why"):
+        table.add_column(col, overflow="fold")
+    for it in items:
+        why = "; ".join(f"{r['metric']} ({r['target']}): {r.get('label') or r.get('score')} - {r['reason']}" for r in it.reasons)
+        table.add_row(str(it.id), it.thread_key, str(it.thread_version), it.status, why)
+    return table

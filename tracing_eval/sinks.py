@@ -1,0 +1,59 @@
+"""The sink protocol and outbox delivery: at least once, with backoff, never lost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from tracing_eval.store.base import Store
+
+log = structlog.get_logger(__name__)
+
+#: The store itself (results table and review queue); needs no outbox.
+LOCAL = "local"
+
+
+class PermanentSinkError(Exception):
+    """The sink refused the payload for good (e.g. 400); retrying cannot help."""
+
+
+class Sink(Protocol):
+    name: str
+
+    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+        """Deliver one outbox payload (`kind` is `result` or `review`); raise on failure."""
+        ...
+
+
+@dataclass
+class DeliveryStats:
+    delivered: int = 0
+    retried: int = 0
+    failed: int = 0
+
+
+def backoff_seconds(attempts: int, cap: float = 300.0) -> float:
+    """1, 2, 4, ... seconds, capped."""
+    return float(min(cap, 2 ** max(0, attempts)))
+
+
+async def deliver_outbox(store: Store, sinks: list[Sink], now: float, max_attempts: int, limit: int = 500) -> DeliveryStats:
+    """Push due outbox rows to each sink; failures are retried on later ticks."""
+    stats = DeliveryStats()
+    for sink in sinks:
+        for row in await store.pending_outbox(sink.name, now, limit):
+            try:
+                await sink.deliver(row.kind, row.payload)
+            except Exception as exc:
+                give_up = isinstance(exc, PermanentSinkError) or row.attempts + 1 >= max_attempts
+                await store.outbox_retry(row.id, f"{type(exc).__name__}: {exc}", now + backoff_seconds(row.attempts), give_up)
+                log.warning("sink delivery failed", sink=sink.name, outbox_id=row.id, kind=row.kind,
+                            attempts=row.attempts + 1, gave_up=give_up, error=str(exc))
+                stats.failed += give_up
+                stats.retried += not give_up
+            else:
+                await store.outbox_done(row.id, now)
+                stats.delivered += 1
+    return stats

@@ -1,0 +1,136 @@
+"""What the engine asks of a state store, as plain data and one protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from tracing_eval.model import MetricResult, Span
+
+
+class Mode(StrEnum):
+    """What a claim is for: per-turn metrics of settled turns, or the whole thread once idle."""
+
+    TURNS = "turns"
+    THREAD = "thread"
+
+
+@dataclass(frozen=True)
+class Claim:
+    thread_key: str
+    version: int
+    mode: Mode
+    owner: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Readiness windows in seconds; `--once` passes zeros to treat everything as settled."""
+
+    turn_settle: float
+    thread_idle: float
+
+
+@dataclass
+class StoredResult:
+    id: str
+    thread_key: str
+    target: str
+    thread_version: int
+    result: MetricResult
+
+
+@dataclass
+class Outgoing:
+    """A result (or review item) with its deterministic id, ready to be recorded."""
+
+    id: str
+    target: str
+    result: MetricResult
+
+
+@dataclass
+class ReviewItem:
+    id: int
+    thread_key: str
+    thread_version: int
+    status: str
+    reasons: list[dict[str, Any]]
+    created_at: float
+    resolved_at: float | None = None
+    resolution: str | None = None
+
+
+@dataclass
+class OutboxRow:
+    id: int
+    sink: str
+    kind: str
+    ref: str
+    payload: dict[str, Any]
+    attempts: int
+
+
+@dataclass
+class IngestBatch:
+    """Spans and joined log events from one request or file chunk, plus source progress."""
+
+    spans: list[Span] = field(default_factory=list)
+    events: list[tuple[str, str, Any]] = field(default_factory=list)  # (trace_id, span_id, SpanEvent)
+    conversations: dict[str, str] = field(default_factory=dict)  # trace id -> conversation id
+    source: str = "otlp"
+    source_state: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class IngestStats:
+    spans: int = 0
+    events: int = 0
+    threads_changed: int = 0
+
+
+class Store(Protocol):
+    """The durable state behind the pipeline. Every method is one transaction."""
+
+    dialect: str
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ingest(self, batch: IngestBatch, now: float) -> IngestStats: ...
+
+    async def get_source_state(self, name: str) -> str | None: ...
+
+    async def claim(self, owner: str, now: float, ready: Readiness, limit: int, lease_seconds: float) -> list[Claim]: ...
+
+    async def load_traces(self, thread_key: str) -> list[list[Span]]: ...
+
+    async def record(
+        self,
+        claim: Claim,
+        outgoing: list[Outgoing],
+        review_reasons: list[dict[str, Any]],
+        sinks: list[str],
+        now: float,
+    ) -> bool: ...
+
+    async def release(self, claim: Claim, error: str, now: float, retry_in: float, give_up: bool) -> None: ...
+
+    async def results(self, thread_key: str | None = None) -> list[StoredResult]: ...
+
+    async def thread_keys(self) -> list[str]: ...
+
+    async def pending_outbox(self, sink: str, now: float, limit: int) -> list[OutboxRow]: ...
+
+    async def outbox_done(self, row_id: int, now: float) -> None: ...
+
+    async def outbox_retry(self, row_id: int, error: str, next_attempt_at: float, give_up: bool) -> None: ...
+
+    async def review_items(self, status: str | None = "open") -> list[ReviewItem]: ...
+
+    async def review_item(self, item_id: int) -> ReviewItem | None: ...
+
+    async def resolve_review(self, item_id: int, resolution: str, now: float) -> bool: ...

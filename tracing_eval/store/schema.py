@@ -1,0 +1,141 @@
+"""Tables of the state store (SQLAlchemy Core; the same schema on SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+#: Key/value facts about the store itself (schema version).
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+#: Every span received, as the canonical Span serialised with orjson.
+spans = Table(
+    "spans",
+    metadata,
+    Column("trace_id", String(32), primary_key=True),
+    Column("span_id", String(16), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("received_at", Float, nullable=False),
+)
+
+#: OTLP log events (e.g. gen_ai.client.inference.operation.details), joined to spans on read.
+span_events = Table(
+    "span_events",
+    metadata,
+    Column("trace_id", String(32), primary_key=True),
+    Column("span_id", String(16), primary_key=True),
+    Column("digest", String(32), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("received_at", Float, nullable=False),
+)
+
+#: One row per trace (= turn): which thread it belongs to and when it last changed.
+traces = Table(
+    "traces",
+    metadata,
+    Column("trace_id", String(32), primary_key=True),
+    Column("thread_key", String(512), nullable=False, index=True),
+    Column("conversation_id", String(512)),
+    Column("start_ns", BigInteger, nullable=False, default=0),
+    Column("last_received_at", Float, nullable=False),
+)
+
+#: Thread state: versions, readiness and the lease of the worker evaluating it.
+threads = Table(
+    "threads",
+    metadata,
+    Column("key", String(512), primary_key=True),
+    Column("source", String(64), nullable=False),
+    Column("conversation_id", String(512)),
+    Column("version", Integer, nullable=False, default=1),
+    Column("turns_evaluated_version", Integer, nullable=False, default=0),
+    Column("evaluated_version", Integer, nullable=False, default=0),
+    Column("first_seen_at", Float, nullable=False),
+    Column("last_activity_at", Float, nullable=False),
+    Column("sampled", Boolean, nullable=False, default=True),
+    Column("status", String(16), nullable=False, default="active"),
+    Column("lease_owner", String(128)),
+    Column("lease_until", Float),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_eligible_at", Float, nullable=False, default=0.0),
+    Column("last_error", Text),
+    Index("ix_threads_ready", "status", "sampled", "last_activity_at"),
+)
+
+#: The latest result per (thread, target, metric); `id` is the deterministic result id.
+results = Table(
+    "results",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("thread_key", String(512), nullable=False, index=True),
+    Column("target", String(64), nullable=False),
+    Column("metric", String(128), nullable=False),
+    Column("thread_version", Integer, nullable=False),
+    Column("digest", String(32), nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+#: Deliveries owed to sinks, written in the same transaction as the results they carry.
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("sink", String(64), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("ref", String(64), nullable=False),
+    Column("digest", String(32), nullable=False),
+    Column("payload", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", Float, nullable=False, default=0.0),
+    Column("delivered_at", Float),
+    Column("failed", Boolean, nullable=False, default=False),
+    Column("last_error", Text),
+    UniqueConstraint("sink", "kind", "ref", "digest", name="uq_outbox_delivery"),
+    Index("ix_outbox_pending", "sink", "delivered_at", "failed", "next_attempt_at"),
+)
+
+#: Threads routed for human review, once per thread version.
+review_items = Table(
+    "review_items",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("thread_key", String(512), nullable=False),
+    Column("thread_version", Integer, nullable=False),
+    Column("status", String(16), nullable=False, default="open"),
+    Column("reasons", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("resolved_at", Float),
+    Column("resolution", Text),
+    UniqueConstraint("thread_key", "thread_version", name="uq_review_thread_version"),
+)
+
+#: Progress of pull sources (file offsets, watermarks), committed with the data they read.
+source_state = Table(
+    "source_state",
+    metadata,
+    Column("name", String(512), primary_key=True),
+    Column("value", Text, nullable=False),
+)

@@ -1,0 +1,439 @@
+"""The state store on SQLAlchemy's async engine: SQLite by default.
+
+Written against SQLAlchemy Core with the dialect's own `INSERT ... ON CONFLICT`, and claims use
+`FOR UPDATE SKIP LOCKED` where the database has it, so PostgreSQL needs no engine changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+import pydantic_core
+from sqlalchemy import and_, delete, event, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from tracing_eval.identity import is_sampled, thread_key
+from tracing_eval.model import MetricResult, Span, SpanEvent
+from tracing_eval.store import schema as t
+from tracing_eval.store.base import (
+    Claim,
+    IngestBatch,
+    IngestStats,
+    Mode,
+    Outgoing,
+    OutboxRow,
+    Readiness,
+    ReviewItem,
+    StoredResult,
+)
+
+_CHUNK = 500  # keeps IN (...) lists under SQLite's variable limit
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used as configured (wrong schema version, unreachable database)."""
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+    cur.execute("PRAGMA synchronous=FULL")  # a commit survives power loss: a 200 means stored
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+class SqlStore:
+    """`Store` over one SQLAlchemy async engine."""
+
+    def __init__(self, url: str, *, sample_rate: float = 1.0, engine: AsyncEngine | None = None) -> None:
+        self.url = url
+        self.sample_rate = sample_rate
+        self.engine = engine or create_async_engine(url)
+        self.dialect = self.engine.dialect.name
+        if self.dialect == "sqlite":
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        self._insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Create the schema if missing and check its version."""
+        try:
+            async with self.engine.begin() as conn:
+                await conn.run_sync(t.metadata.create_all)
+                row = (await conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version"))).first()
+                if row is None:
+                    await conn.execute(t.meta.insert().values(key="schema_version", value=str(t.SCHEMA_VERSION)))
+                elif int(row[0]) != t.SCHEMA_VERSION:
+                    raise StoreError(
+                        f"store at {make_url(self.url).render_as_string(hide_password=True)} has schema version {row[0]}; "
+                        f"this tracing-eval expects {t.SCHEMA_VERSION}. Point store.url at a new database or upgrade."
+                    )
+        except StoreError:
+            raise
+        except Exception as exc:  # driver errors differ per database; say what and where
+            raise StoreError(
+                f"cannot open the store at {make_url(self.url).render_as_string(hide_password=True)}: {exc}"
+            ) from exc
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    # -- ingest ----------------------------------------------------------------------------
+
+    async def ingest(self, batch: IngestBatch, now: float) -> IngestStats:
+        """Store spans and events durably and bump the version of every thread they change."""
+        stats = IngestStats()
+        async with self.engine.begin() as conn:
+            if batch.spans:
+                rows = [
+                    {"trace_id": s.trace_id, "span_id": s.span_id, "data": pydantic_core.to_json(s), "received_at": now}
+                    for s in batch.spans
+                ]
+                ins = self._insert(t.spans)
+                await conn.execute(
+                    ins.on_conflict_do_update(
+                        index_elements=[t.spans.c.trace_id, t.spans.c.span_id],
+                        set_={"data": ins.excluded.data, "received_at": ins.excluded.received_at},
+                    ),
+                    rows,
+                )
+                stats.spans = len(rows)
+            if batch.events:
+                rows = []
+                for trace_id, span_id, ev in batch.events:
+                    data = pydantic_core.to_json(ev)
+                    rows.append({"trace_id": trace_id, "span_id": span_id, "digest": _digest(data), "data": data, "received_at": now})
+                await conn.execute(self._insert(t.span_events).on_conflict_do_nothing(), rows)
+                stats.events = len(rows)
+            stats.threads_changed = await self._touch_threads(conn, batch, now)
+            for name, value in batch.source_state.items():
+                ins = self._insert(t.source_state).values(name=name, value=value)
+                await conn.execute(ins.on_conflict_do_update(index_elements=[t.source_state.c.name], set_={"value": value}))
+        return stats
+
+    async def _touch_threads(self, conn: AsyncConnection, batch: IngestBatch, now: float) -> int:
+        starts: dict[str, int] = {}
+        for s in batch.spans:
+            cur = starts.get(s.trace_id)
+            if cur is None or (s.start_ns and (not cur or s.start_ns < cur)):
+                starts[s.trace_id] = s.start_ns
+        span_traces = list(starts)
+        event_traces = list({tid for tid, _, _ in batch.events} - starts.keys())
+        existing: dict[str, Any] = {}
+        for chunk in _chunks(span_traces + event_traces):
+            res = await conn.execute(select(t.traces).where(t.traces.c.trace_id.in_(chunk)))
+            existing.update({r.trace_id: r for r in res})
+
+        trace_rows, touched, moved = [], {}, set()
+        for tid in span_traces:
+            old = existing.get(tid)
+            conv = (old.conversation_id if old is not None else None) or batch.conversations.get(tid)
+            key = thread_key(batch.source, conv, tid)
+            if old is not None and old.thread_key != key:
+                moved.add(old.thread_key)
+            start = min((x for x in (starts[tid], old.start_ns if old is not None else 0) if x), default=0)
+            trace_rows.append({"trace_id": tid, "thread_key": key, "conversation_id": conv, "start_ns": start, "last_received_at": now})
+            touched[key] = conv
+        for tid in event_traces:  # events for spans stored earlier change those threads too
+            if tid in existing:
+                touched.setdefault(existing[tid].thread_key, existing[tid].conversation_id)
+                trace_rows.append({**existing[tid]._asdict(), "last_received_at": now})
+        if trace_rows:
+            ins = self._insert(t.traces)
+            await conn.execute(
+                ins.on_conflict_do_update(
+                    index_elements=[t.traces.c.trace_id],
+                    set_={
+                        "thread_key": ins.excluded.thread_key,
+                        "conversation_id": ins.excluded.conversation_id,
+                        "start_ns": ins.excluded.start_ns,
+                        "last_received_at": ins.excluded.last_received_at,
+                    },
+                ),
+                trace_rows,
+            )
+        if touched:
+            rows = [
+                {
+                    "key": key,
+                    "source": batch.source,
+                    "conversation_id": conv,
+                    "version": 1,
+                    "turns_evaluated_version": 0,
+                    "evaluated_version": 0,
+                    "first_seen_at": now,
+                    "last_activity_at": now,
+                    "sampled": is_sampled(key, self.sample_rate),
+                    "status": "active",
+                    "attempts": 0,
+                    "next_eligible_at": 0.0,
+                }
+                for key, conv in sorted(touched.items())
+            ]
+            ins = self._insert(t.threads)
+            await conn.execute(
+                ins.on_conflict_do_update(
+                    index_elements=[t.threads.c.key],
+                    set_={
+                        "version": t.threads.c.version + 1,
+                        "last_activity_at": ins.excluded.last_activity_at,
+                        "conversation_id": func.coalesce(t.threads.c.conversation_id, ins.excluded.conversation_id),
+                        "status": "active",
+                        "attempts": 0,
+                        "next_eligible_at": 0.0,
+                    },
+                ),
+                rows,
+            )
+        for key in moved - touched.keys():  # a trace joined its conversation: drop the stand-alone thread
+            still_used = (await conn.execute(select(func.count()).select_from(t.traces).where(t.traces.c.thread_key == key))).scalar()
+            if not still_used:
+                await conn.execute(delete(t.threads).where(t.threads.c.key == key))
+        return len(touched)
+
+    async def get_source_state(self, name: str) -> str | None:
+        async with self.engine.connect() as conn:
+            return (await conn.execute(select(t.source_state.c.value).where(t.source_state.c.name == name))).scalar()
+
+    # -- claims ----------------------------------------------------------------------------
+
+    async def claim(self, owner: str, now: float, ready: Readiness, limit: int, lease_seconds: float) -> list[Claim]:
+        """Lease up to `limit` ready threads; a thread is leased to one worker at a time."""
+        th = t.threads.c
+        thread_due = and_(th.evaluated_version < th.version, th.last_activity_at <= now - ready.thread_idle)
+        turns_due = and_(th.turns_evaluated_version < th.version, th.last_activity_at <= now - ready.turn_settle)
+        due = (
+            select(th.key)
+            .where(
+                th.status == "active",
+                th.sampled.is_(True),
+                or_(th.lease_until.is_(None), th.lease_until < now),
+                th.next_eligible_at <= now,
+                or_(thread_due, turns_due),
+            )
+            .order_by(th.last_activity_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        stmt = (
+            update(t.threads)
+            .where(th.key.in_(due.scalar_subquery()))
+            .values(lease_owner=owner, lease_until=now + lease_seconds, attempts=th.attempts + 1)
+            .returning(th.key, th.version, th.evaluated_version, th.last_activity_at, th.attempts)
+        )
+        async with self.engine.begin() as conn:
+            rows = (await conn.execute(stmt)).all()
+        claims = []
+        for r in rows:
+            idle = r.evaluated_version < r.version and r.last_activity_at <= now - ready.thread_idle
+            claims.append(Claim(r.key, r.version, Mode.THREAD if idle else Mode.TURNS, owner, r.attempts))
+        return sorted(claims, key=lambda c: c.thread_key)
+
+    async def load_traces(self, thread_key: str) -> list[list[Span]]:
+        """The thread's spans grouped by trace, with log events merged into their spans."""
+        async with self.engine.connect() as conn:
+            trace_ids = list((await conn.execute(select(t.traces.c.trace_id).where(t.traces.c.thread_key == thread_key))).scalars())
+            by_trace: dict[str, list[Span]] = defaultdict(list)
+            events: dict[tuple[str, str], list[SpanEvent]] = defaultdict(list)
+            for chunk in _chunks(trace_ids):
+                for r in await conn.execute(select(t.spans.c.data).where(t.spans.c.trace_id.in_(chunk))):
+                    span = Span.model_validate_json(r.data)
+                    by_trace[span.trace_id].append(span)
+                for r in await conn.execute(select(t.span_events).where(t.span_events.c.trace_id.in_(chunk))):
+                    events[(r.trace_id, r.span_id)].append(SpanEvent.model_validate_json(r.data))
+        for spans in by_trace.values():
+            for s in spans:
+                extra = events.get((s.trace_id, s.span_id))
+                if extra:
+                    s.events = sorted([*s.events, *extra], key=lambda e: e.time_ns)
+        return [by_trace[tid] for tid in trace_ids if tid in by_trace]
+
+    async def record(
+        self,
+        claim: Claim,
+        outgoing: list[Outgoing],
+        review_reasons: list[dict[str, Any]],
+        sinks: list[str],
+        now: float,
+    ) -> bool:
+        """Store results, review item and outbox rows and release the lease, atomically.
+
+        Returns False (and writes nothing) when the lease was lost to another worker.
+        """
+        th = t.threads.c
+        values: dict[str, Any] = {"lease_owner": None, "lease_until": None, "attempts": 0, "last_error": None}
+        values["turns_evaluated_version"] = func.max(th.turns_evaluated_version, claim.version) if self.dialect == "sqlite" else func.greatest(th.turns_evaluated_version, claim.version)
+        if claim.mode is Mode.THREAD:
+            values["evaluated_version"] = claim.version
+        async with self.engine.begin() as conn:
+            res = await conn.execute(
+                update(t.threads).where(th.key == claim.thread_key, th.lease_owner == claim.owner).values(**values)
+            )
+            if res.rowcount != 1:
+                await conn.rollback()
+                return False
+            await self._write_results(conn, claim, outgoing, sinks, now)
+            if review_reasons and claim.mode is Mode.THREAD:
+                await self._write_review(conn, claim, review_reasons, sinks, now)
+        return True
+
+    async def _write_results(self, conn: AsyncConnection, claim: Claim, outgoing: list[Outgoing], sinks: list[str], now: float) -> None:
+        if not outgoing:
+            return
+        known: dict[str, str] = {}
+        ids = [o.id for o in outgoing]
+        for chunk in _chunks(ids):
+            res = await conn.execute(select(t.results.c.id, t.results.c.digest).where(t.results.c.id.in_(chunk)))
+            known.update({r.id: r.digest for r in res})
+        rows, deliveries = [], []
+        for o in outgoing:
+            data = pydantic_core.to_json(o.result)
+            digest = _digest(pydantic_core.to_json(o.result.model_dump(exclude={"duration_ms"})))
+            rows.append(
+                {"id": o.id, "thread_key": claim.thread_key, "target": o.target, "metric": o.result.metric,
+                 "thread_version": claim.version, "digest": digest, "data": data, "updated_at": now}
+            )
+            if known.get(o.id) == digest:
+                continue  # unchanged: nothing new to deliver
+            payload = orjson.dumps(
+                {"result_id": o.id, "thread_key": claim.thread_key, "target": o.target,
+                 "thread_version": claim.version, "result": orjson.loads(data)}
+            )
+            deliveries += [
+                {"sink": s, "kind": "result", "ref": o.id, "digest": digest, "payload": payload, "created_at": now}
+                for s in sinks
+            ]
+        ins = self._insert(t.results)
+        await conn.execute(
+            ins.on_conflict_do_update(
+                index_elements=[t.results.c.id],
+                set_={c: ins.excluded[c] for c in ("thread_version", "digest", "data", "updated_at", "target")},
+            ),
+            rows,
+        )
+        if deliveries:
+            await conn.execute(self._insert(t.outbox).on_conflict_do_nothing(), deliveries)
+
+    async def _write_review(self, conn: AsyncConnection, claim: Claim, reasons: list[dict[str, Any]], sinks: list[str], now: float) -> None:
+        rv = t.review_items.c
+        ins = self._insert(t.review_items).values(
+            thread_key=claim.thread_key, thread_version=claim.version, status="open",
+            reasons=orjson.dumps(reasons), created_at=now,
+        ).on_conflict_do_nothing().returning(rv.id)
+        new_id = (await conn.execute(ins)).scalar()
+        if new_id is None:
+            return  # already routed for this version
+        await conn.execute(
+            update(t.review_items)
+            .where(rv.thread_key == claim.thread_key, rv.status == "open", rv.id != new_id)
+            .values(status="superseded", resolved_at=now, resolution=f"superseded by version {claim.version}")
+        )
+        if sinks:
+            payload = orjson.dumps({"review_id": new_id, "thread_key": claim.thread_key, "thread_version": claim.version, "reasons": reasons})
+            await conn.execute(
+                self._insert(t.outbox).on_conflict_do_nothing(),
+                [{"sink": s, "kind": "review", "ref": f"{claim.thread_key}@{claim.version}", "digest": "-", "payload": payload, "created_at": now} for s in sinks],
+            )
+
+    async def release(self, claim: Claim, error: str, now: float, retry_in: float, give_up: bool) -> None:
+        """Give a claim back after a failure; it becomes eligible again after `retry_in`."""
+        th = t.threads.c
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(t.threads)
+                .where(th.key == claim.thread_key, th.lease_owner == claim.owner)
+                .values(lease_owner=None, lease_until=None, last_error=error[:2000],
+                        next_eligible_at=now + retry_in, status="failed" if give_up else "active")
+            )
+
+    # -- reading results ---------------------------------------------------------------------
+
+    async def results(self, thread_key: str | None = None) -> list[StoredResult]:
+        q = select(t.results).order_by(t.results.c.thread_key, t.results.c.target, t.results.c.metric)
+        if thread_key is not None:
+            q = q.where(t.results.c.thread_key == thread_key)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return [StoredResult(r.id, r.thread_key, r.target, r.thread_version, MetricResult.model_validate_json(r.data)) for r in rows]
+
+    async def thread_keys(self) -> list[str]:
+        async with self.engine.connect() as conn:
+            return list((await conn.execute(select(t.threads.c.key).order_by(t.threads.c.key))).scalars())
+
+    async def thread_states(self) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in await conn.execute(select(t.threads).order_by(t.threads.c.key))]
+
+    # -- outbox ----------------------------------------------------------------------------
+
+    async def pending_outbox(self, sink: str, now: float, limit: int) -> list[OutboxRow]:
+        ob = t.outbox.c
+        q = (
+            select(t.outbox)
+            .where(ob.sink == sink, ob.delivered_at.is_(None), ob.failed.is_(False), ob.next_attempt_at <= now)
+            .order_by(ob.id)
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return [OutboxRow(r.id, r.sink, r.kind, r.ref, orjson.loads(r.payload), r.attempts) for r in rows]
+
+    async def outbox_done(self, row_id: int, now: float) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(update(t.outbox).where(t.outbox.c.id == row_id).values(delivered_at=now, attempts=t.outbox.c.attempts + 1))
+
+    async def outbox_retry(self, row_id: int, error: str, next_attempt_at: float, give_up: bool) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(t.outbox)
+                .where(t.outbox.c.id == row_id)
+                .values(attempts=t.outbox.c.attempts + 1, last_error=error[:2000], next_attempt_at=next_attempt_at, failed=give_up)
+            )
+
+    async def outbox_backlog(self) -> int:
+        ob = t.outbox.c
+        async with self.engine.connect() as conn:
+            q = select(func.count()).select_from(t.outbox).where(ob.delivered_at.is_(None), ob.failed.is_(False))
+            return int((await conn.execute(q)).scalar() or 0)
+
+    # -- review queue ----------------------------------------------------------------------
+
+    @staticmethod
+    def _review(r: Any) -> ReviewItem:
+        return ReviewItem(r.id, r.thread_key, r.thread_version, r.status, orjson.loads(r.reasons), r.created_at, r.resolved_at, r.resolution)
+
+    async def review_items(self, status: str | None = "open") -> list[ReviewItem]:
+        q = select(t.review_items).order_by(t.review_items.c.id)
+        if status is not None:
+            q = q.where(t.review_items.c.status == status)
+        async with self.engine.connect() as conn:
+            return [self._review(r) for r in await conn.execute(q)]
+
+    async def review_item(self, item_id: int) -> ReviewItem | None:
+        async with self.engine.connect() as conn:
+            r = (await conn.execute(select(t.review_items).where(t.review_items.c.id == item_id))).first()
+        return self._review(r) if r is not None else None
+
+    async def resolve_review(self, item_id: int, resolution: str, now: float) -> bool:
+        rv = t.review_items.c
+        async with self.engine.begin() as conn:
+            res = await conn.execute(
+                update(t.review_items).where(rv.id == item_id, rv.status == "open").values(status="resolved", resolved_at=now, resolution=resolution)
+            )
+        return res.rowcount == 1
