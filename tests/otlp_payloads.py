@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
+from examples.otlp_capture import ids_to_hex
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -76,18 +76,4 @@ def details_log_request(trace_id: int, span_id: int, user: str, answer: str) -> 
 
 def to_otlp_json(message: Any) -> dict[str, Any]:
     """OTLP/JSON as exporters send it: lowerCamelCase, hex ids, integer enums."""
-    obj = json_format.MessageToDict(message)
-
-    def hexify(node: Any) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if k in ("traceId", "spanId", "parentSpanId") and isinstance(v, str):
-                    node[k] = base64.b64decode(v).hex()
-                else:
-                    hexify(v)
-        elif isinstance(node, list):
-            for x in node:
-                hexify(x)
-
-    hexify(obj)
-    return obj
+    return ids_to_hex(json_format.MessageToDict(message))

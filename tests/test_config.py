@@ -1,0 +1,74 @@
+"""Settings: file, environment, defaults, and clear errors for mistakes."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tracing_eval.config import ConfigError, Settings, load_settings
+from tests.conftest import REPO
+
+
+def test_defaults_need_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = load_settings()
+    assert s.store.url == "sqlite+aiosqlite:///tracing-eval.db"
+    assert s.http.address == "127.0.0.1:4318"
+    assert (s.schedule.turn_settle_seconds, s.schedule.thread_idle_seconds) == (60.0, 300.0)
+    assert "response_hygiene" in s.metrics.enabled
+
+
+def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[store]\nurl = "sqlite+aiosqlite:///from-file.db"\n[schedule]\ntick_seconds = 3\n')
+    monkeypatch.setenv("TRACING_EVAL_SCHEDULE__TICK_SECONDS", "7")
+    monkeypatch.setenv("TRACING_EVAL_METRICS__THRESHOLDS", '{"repetition": 0.9}')
+    s = load_settings(cfg)
+    assert s.store.url.endswith("from-file.db")
+    assert s.schedule.tick_seconds == 7
+    assert s.metrics.thresholds == {"repetition": 0.9}
+
+
+def test_working_folder_file_is_read_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tracing-eval.toml").write_text('[http]\naddress = "0.0.0.0:9999"\n')
+    assert load_settings().http.port == 9999
+
+
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        ("[schedule]\ntick_secnds = 3\n", ["schedule.tick_secnds", "unknown key", "TRACING_EVAL_SCHEDULE__TICK_SECNDS"]),
+        ("[metrics.thresholds]\nrepetition = 1.5\n", ["metrics.thresholds", "within [0, 1]"]),
+        ('[http]\naddress = "localhost"\n', ["http.address", "HOST:PORT"]),
+        ("[schedule]\ntick_seconds = -1\n", ["schedule.tick_seconds", "greater than 0"]),
+        ("[store\nurl=1", ["not valid TOML"]),
+    ],
+)
+def test_mistakes_name_the_key(tmp_path: Path, text: str, needles: list[str]) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        load_settings(cfg)
+    for needle in needles:
+        assert needle in str(exc.value)
+
+
+def test_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "nope.toml")
+
+
+def test_example_config_documents_every_key_with_its_default() -> None:
+    text = (REPO / "config.example.toml").read_text()
+    parsed = tomllib.loads(text)
+    defaults = Settings().model_dump()
+    for section, fields in defaults.items():
+        for key, value in fields.items():
+            documented = f"{key} =" in text or f"[{section}.{key}]" in text
+            assert documented, f"config.example.toml does not document [{section}] {key}"
+            if key in parsed.get(section, {}):
+                assert parsed[section][key] == (value if not isinstance(value, list) else [str(v) for v in value]), (section, key)
+    assert load_settings(REPO / "config.example.toml").model_dump() == Settings().model_dump()
