@@ -39,6 +39,8 @@ from support_bot import AGENT_NAME, NoTelemetry, Telemetry, run_conversation  # 
 from tests.fakes.openai_server import FakeOpenAIServer, ScriptedHandler  # noqa: E402
 
 VARIANTS = {"otel-genai": "telemetry_genai", "openinference": "telemetry_openinference"}
+#: Each variant is a separate "app", so its conversation ids get their own prefix.
+PREFIXES = {"otel-genai": "genai/", "openinference": "oi/"}
 TRANSCRIPTS = "transcripts.jsonl"
 
 
@@ -47,13 +49,13 @@ def output_name(variant: str) -> str:
 
 
 def play_all(
-    base_url: str, telemetry: Telemetry, after_each: Callable[[], None] | None = None
+    base_url: str, telemetry: Telemetry, after_each: Callable[[], None] | None = None, prefix: str = ""
 ) -> list[tuple[str, list[dict[str, Any]]]]:
     """Run every conversation; `after_each()` runs after each one (to flush the exporters)."""
     out = []
     with openai.OpenAI(base_url=base_url, api_key="sk-example-not-a-key", max_retries=0) as client:
         for conv in CONVERSATIONS:
-            messages = run_conversation(client, conv.id, list(conv.user_turns), telemetry, stream=conv.stream)
+            messages = run_conversation(client, prefix + conv.id, list(conv.user_turns), telemetry, stream=conv.stream)
             out.append((conv.id, messages))
             if after_each is not None:
                 after_each()
@@ -74,7 +76,7 @@ def run_variant(variant: str, out: Path) -> None:
     handler = ScriptedHandler(scripts())
     with CaptureEndpoint(out / output_name(variant)) as capture, FakeOpenAIServer(handler) as llm:
         telemetry, pipeline = module.setup(capture.endpoint, resource)
-        play_all(llm.base_url, telemetry, pipeline.flush)
+        play_all(llm.base_url, telemetry, pipeline.flush, PREFIXES[variant])
         pipeline.shutdown()
     check_scripts_used(handler)
     print(f"{variant}: {capture.requests} export requests ({capture.gzipped} gzip) -> {capture.path}")

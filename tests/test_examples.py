@@ -77,7 +77,9 @@ def conversations(path: Path) -> dict[str, Conversation]:
     for trace_id, trace in by_trace.items():
         [root] = [s for s in trace if s.parent_id is None]
         assert _role(root, genai) == "root", root.name
-        conv_of_trace[trace_id] = conv_id = root.attributes["gen_ai.conversation.id" if genai else "session.id"]
+        prefix, _, conv_id = root.attributes["gen_ai.conversation.id" if genai else "session.id"].partition("/")
+        assert prefix == ("genai" if genai else "oi")
+        conv_of_trace[trace_id] = conv_id
         conv = out[conv_id]
         for s in trace:
             getattr(conv, {"root": "roots", "llm": "llm", "tool": "tools"}[_role(s, genai)]).append(s)
@@ -125,7 +127,7 @@ def test_genai_example_spans_and_details_events() -> None:
             assert root.name == "invoke_agent support-bot" and root.attributes["gen_ai.agent.name"] == "support-bot"
         for llm in conv.llm:
             assert llm.name == "chat gpt-4o-mini" and llm.scope == "opentelemetry.instrumentation.genai.openai"
-            assert llm.attributes["gen_ai.conversation.id"] == conv_id
+            assert llm.attributes["gen_ai.conversation.id"] == f"genai/{conv_id}"
             history = json.loads(llm.attributes["gen_ai.input.messages"])
             assert history[0]["role"] == "system" and history[1]["role"] == "user"
             assert json.loads(llm.attributes["gen_ai.output.messages"])[0]["role"] == "assistant"
@@ -138,7 +140,7 @@ def test_genai_example_spans_and_details_events() -> None:
         assert sorted((e.trace_id, e.span_id) for e in conv.events) == sorted((s.trace_id, s.span_id) for s in conv.llm)
         for e in conv.events:
             assert e.event.name == "gen_ai.client.inference.operation.details"
-            assert e.event.attributes["gen_ai.conversation.id"] == conv_id
+            assert e.event.attributes["gen_ai.conversation.id"] == f"genai/{conv_id}"
             assert isinstance(e.event.attributes["gen_ai.input.messages"], list)
             assert isinstance(e.event.attributes["gen_ai.output.messages"][0]["parts"], list)
     [failed] = convs["support-cancel-failed"].tools
@@ -155,7 +157,7 @@ def test_openinference_example_spans() -> None:
     for conv_id, conv in convs.items():
         assert not conv.events
         for span in conv.roots + conv.llm + conv.tools:
-            assert span.attributes["session.id"] == conv_id
+            assert span.attributes["session.id"] == f"oi/{conv_id}"
         for root in conv.roots:
             assert root.name == "support-bot" and root.attributes["input.value"]
         for llm in conv.llm:
