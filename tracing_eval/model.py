@@ -185,11 +185,6 @@ class MetricResult(_Model):
             return f"trace:{thread.turns[self.turn_index].trace_id}"
         return f"turn:{self.turn_index}"
 
-
-def result_id(thread_key: str, target: str, metric: str) -> str:
-    """Deterministic id: the same target and metric always map to the same id on every replica."""
-    return str(uuid.uuid5(RESULT_NAMESPACE, f"{thread_key}|{target}|{metric}"))
-
     def contract(self) -> dict[str, Any]:
         """The fields of the public `eval` / `results` JSON contract."""
         return {
@@ -200,6 +195,11 @@ def result_id(thread_key: str, target: str, metric: str) -> str:
             "reason": self.reason,
             "evidence": self.evidence,
         }
+
+
+def result_id(thread_key: str, target: str, metric: str) -> str:
+    """Deterministic id: the same target and metric always map to the same id on every replica."""
+    return str(uuid.uuid5(RESULT_NAMESPACE, f"{thread_key}|{target}|{metric}"))
 
 
 def score_result(

@@ -1,0 +1,223 @@
+"""Spans -> turns -> threads. One trace is one turn; turns that share a conversation id form a thread.
+
+A turn's messages are: the user message(s) at the tail of the first model call's input history,
+the assistant tool-call messages and tool results produced inside the trace, and the final answer
+(the root's output when it has one, else the last model call's output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tracing_eval import conventions
+from tracing_eval.conventions.values import result_text
+from tracing_eval.model import Message, Span, Thread, ToolCall, Turn
+from tracing_eval.text import looks_like_tool_error
+from tracing_eval.transcripts import link_tool_results
+
+
+_IO = tuple[list[Message], list[Message]]  # (input messages, output messages) of one span
+
+
+def _unique(spans: Iterable[Span]) -> list[Span]:
+    """Spans by start time; a span delivered twice keeps its last copy."""
+    by_id: dict[str, Span] = {}
+    for span in spans:
+        by_id[span.span_id] = span
+    return sorted(by_id.values(), key=lambda s: s.start_ns)
+
+
+def _root(spans: list[Span]) -> Span:
+    ids = {s.span_id for s in spans}
+    roots = [s for s in spans if not s.parent_id or s.parent_id not in ids]
+    return (roots or spans)[0]
+
+
+def _has_ancestor_in(span: Span, selected: set[str], by_id: dict[str, Span]) -> bool:
+    seen, parent = {span.span_id}, span.parent_id
+    while parent and parent not in seen:
+        if parent in selected:
+            return True
+        seen.add(parent)
+        parent = by_id[parent].parent_id if parent in by_id else None
+    return False
+
+
+def _outermost(spans: list[Span], selected: set[str], by_id: dict[str, Span]) -> list[Span]:
+    """The selected spans with no selected ancestor (nested instrumentations report one call twice)."""
+    return [s for s in spans if s.span_id in selected and not _has_ancestor_in(s, selected, by_id)]
+
+
+def _user_tail(history: list[Message]) -> list[Message]:
+    """The messages after the last assistant/tool message (the new user input), system excluded."""
+    messages = [m for m in history if m.role != "system"]
+    last = max((i for i, m in enumerate(messages) if m.role in ("assistant", "tool")), default=-1)
+    return messages[last + 1 :]
+
+
+def _new_tool_results(history: list[Message]) -> list[Message]:
+    last = max((i for i, m in enumerate(history) if m.role == "assistant"), default=-1)
+    return [m for m in history[last + 1 :] if m.role == "tool"]
+
+
+def _link_tool_spans(messages: list[Message], tool_spans: list[Span]) -> list[ToolCall]:
+    """Attach each tool span to the assistant's call (by call id, else by name in order);
+    return the calls of tool spans that match no call."""
+    calls = [tc for m in messages if m.role == "assistant" for tc in m.tool_calls]
+    unmatched = []
+    for span in tool_spans:
+        found = conventions.tool_call(span)
+        if found is None:
+            continue
+        open_calls = [c for c in calls if c.span_id is None]
+        match = next((c for c in open_calls if found.id and c.id == found.id), None)
+        match = match or next((c for c in open_calls if c.name == found.name), None)
+        if match is None:
+            unmatched.append(found)
+            continue
+        match.span_id = found.span_id
+        match.id = match.id or found.id
+        match.arguments = match.arguments if match.arguments is not None else found.arguments
+        match.result = match.result if match.result is not None else found.result
+        match.error = conventions.span_error(span) or match.error or found.error
+        if match.error is None and looks_like_tool_error(match.result):
+            match.error = result_text(match.result)[:500]
+    return unmatched
+
+
+def _sum(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _body(calls: list[Span], io: dict[str, _IO], root_final: Message | None) -> tuple[list[Message], int | None]:
+    """Tool-call messages and tool results in call order, then the final answer; and where it starts."""
+    body: list[Message] = []
+    seen_results: set[str] = set()
+    final_at: int | None = None
+    for n, call in enumerate(calls):
+        history, outputs = io[call.span_id]
+        if n > 0:
+            for m in _new_tool_results(history):
+                if m.tool_call_id is None or m.tool_call_id not in seen_results:
+                    body.append(m)
+                    seen_results.update([m.tool_call_id] if m.tool_call_id else [])
+        is_final = n == len(calls) - 1 and root_final is None
+        for m in outputs:
+            if m.role != "assistant" or not (m.tool_calls or is_final):
+                continue
+            if is_final and not m.tool_calls and final_at is None:
+                final_at = len(body)
+            body.append(m)
+    if root_final is not None:
+        if root_final.finish_reason is None and calls:  # how the last model call ended (e.g. `length`)
+            answers = [m for m in io[calls[-1].span_id][1] if m.role == "assistant"]
+            root_final.finish_reason = answers[-1].finish_reason if answers else None
+        final_at = len(body)
+        body.append(root_final)
+    return body, final_at
+
+
+def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
+    """One trace -> one turn; None when the trace holds no recognisable LLM content."""
+    spans = _unique(spans)
+    if not spans:
+        return None
+    by_id = {s.span_id: s for s in spans}
+    root = _root(spans)
+    kinds = {s.span_id: conventions.span_kind(s) for s in spans}
+    llm_ids = {s.span_id for s in spans if kinds[s.span_id] == "llm"}
+    io = {sid: (conventions.input_messages(by_id[sid]), conventions.output_messages(by_id[sid])) for sid in llm_ids}
+    with_content = {sid for sid, (i, o) in io.items() if i or o}
+    calls = _outermost(spans, with_content, by_id)
+    llm_spans = _outermost(spans, llm_ids, by_id)
+    tool_spans = _outermost(spans, {s.span_id for s in spans if kinds[s.span_id] == "tool"}, by_id)
+
+    root_is_call = root.span_id in with_content
+    user = _user_tail(io[calls[0].span_id][0]) if calls else []
+    if not user and not root_is_call:
+        user = _user_tail(conventions.input_messages(root))
+    root_answers = [] if root_is_call else [m for m in conventions.output_messages(root) if m.role == "assistant"]
+    body, final_at = _body(calls, io, root_answers[-1] if root_answers else None)
+    if not user and not body:
+        return None
+
+    messages = [*user, *body]
+    link_tool_results(messages)
+    unmatched = _link_tool_spans(messages, tool_spans)
+    if unmatched:  # tool spans no assistant message asked for: one call message before the answer
+        at = len(user) + (len(body) if final_at is None else final_at)
+        messages.insert(at, Message(role="assistant", tool_calls=unmatched))
+
+    answered_by = calls[-1] if calls else (llm_spans[-1] if llm_spans else root)
+    usage = [conventions.usage(s) for s in llm_spans] or [conventions.usage(root)]
+    return Turn(
+        index=index,
+        messages=messages,
+        trace_id=root.trace_id,
+        root_span_id=root.span_id,
+        response_id=conventions.response_id(answered_by) or conventions.response_id(root),
+        model=conventions.model(answered_by)
+        or next(filter(None, map(conventions.model, llm_spans)), None)
+        or conventions.model(root),
+        started_ns=root.start_ns,
+        ended_ns=root.end_ns or max(s.end_ns for s in spans),
+        input_tokens=_sum([u[0] for u in usage]),
+        output_tokens=_sum([u[1] for u in usage]),
+        error=conventions.span_error(root),
+    )
+
+
+def system_prompt(spans: list[Span]) -> str | None:
+    """The system prompt of a trace: `gen_ai.system_instructions` or system-role input messages,
+    from the first model call that has one (agent spans and the root as fallbacks)."""
+    spans = _unique(spans)
+    if not spans:
+        return None
+    root = _root(spans)
+    kinds = {s.span_id: conventions.span_kind(s) for s in spans}
+    ordered = [s for s in spans if kinds[s.span_id] == "llm"]
+    ordered += [s for s in spans if kinds[s.span_id] == "agent" or s is root]
+    for span in ordered:
+        found = conventions.system_instructions(span)
+        if found:
+            return found
+    return None
+
+
+def _conversation_id(spans: list[Span]) -> str | None:
+    unique = _unique(spans)
+    if not unique:
+        return None
+    root = _root(unique)
+    for span in [root, *(s for s in unique if s is not root)]:
+        found = conventions.thread_id(span)
+        if found:
+            return found
+    return None
+
+
+def thread_from_traces(key: str, traces: list[list[Span]], *, source: str = "otlp", version: int = 1) -> Thread:
+    """Turns ordered by root start time, re-indexed 0..n-1, with transcript positions set."""
+    built = [(turn_from_trace(spans), spans) for spans in traces]
+    ordered_traces = [spans for _, spans in sorted(built, key=lambda b: _start(b[1]))]
+    turns = sorted((t for t, _ in built if t is not None), key=lambda t: t.started_ns)
+    position = 0
+    for i, turn in enumerate(turns):
+        turn.index = i
+        for message in turn.messages:
+            message.position = position
+            position += 1
+    return Thread(
+        key=key,
+        source=source,
+        conversation_id=next(filter(None, map(_conversation_id, ordered_traces)), None),
+        system_prompt=next(filter(None, map(system_prompt, ordered_traces)), None),
+        turns=turns,
+        version=version,
+    )
+
+
+def _start(spans: list[Span]) -> int:
+    unique = _unique(spans)
+    return _root(unique).start_ns if unique else 0

@@ -1,0 +1,128 @@
+"""Reading attribute values defensively: JSON strings, text, numbers and flattened indexes.
+
+Attribute content comes from arbitrary instrumentations; nothing here raises on odd input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+
+def loads(value: Any) -> Any:
+    """Decode a JSON string; other values pass through; undecodable text gives None."""
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", "replace")
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+    return value
+
+
+def maybe_json(value: Any) -> Any:
+    """Decode a string holding a JSON object, array or string; anything else is returned as is."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "[", '"'):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text for any value (unknown types as their `str`)."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return str(value)
+
+
+def as_str(value: Any) -> str | None:
+    """A non-empty identifier-like string (ints allowed), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def as_int(value: Any) -> int | None:
+    """An integer count from an int, a whole float or a numeric string, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return int(number) if math.isfinite(number) else None
+    return None
+
+
+def text(value: Any) -> str:
+    """Readable text of a content value: a string, a list of content parts, or anything as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        pieces = [_part_text(p) for p in value]
+        return "\n".join(p for p in pieces if p)
+    if isinstance(value, dict):
+        for key in ("text", "content"):
+            if isinstance(value.get(key), (str, list)):
+                return text(value[key])
+    return dumps(value)
+
+
+def _part_text(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict):
+        for key in ("text", "content"):
+            if isinstance(part.get(key), str):
+                return part[key]
+    return ""
+
+
+def content_text(value: Any) -> str:
+    """Like `text`, but also unpacks a JSON-encoded list of content parts (`[{"type": "text", ...}]`)."""
+    if isinstance(value, str) and value.lstrip().startswith("[{"):
+        parts = loads(value)
+        if isinstance(parts, list) and parts and all(isinstance(p, dict) and "type" in p for p in parts):
+            return text(parts)
+    return text(value)
+
+
+def result_text(value: Any) -> str:
+    """A tool result as text: strings unchanged, structures as JSON."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else dumps(value)
+
+
+def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """Group flattened `<prefix>N.<rest>` attributes by N, in index order: `[{rest: value}, ...]`."""
+    groups: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if not isinstance(key, str) or not key.startswith(prefix):
+            continue
+        index, _, rest = key[len(prefix) :].partition(".")
+        if rest and index.isascii() and index.isdigit():
+            groups.setdefault(int(index), {})[rest] = value
+    return [groups[i] for i in sorted(groups)]
+
+
+def has_prefix(attrs: Mapping[str, Any], prefix: str) -> bool:
+    return any(isinstance(k, str) and k.startswith(prefix) for k in attrs)
