@@ -24,12 +24,19 @@ from tracing_eval.store.sql import SqlStore, StoreError
 from tracing_eval.transcripts import TranscriptError, thread_from_json_line
 
 F = TypeVar("F", bound=Callable[..., Any])
-out = Console()
-err = Console(stderr=True)
+
+
+def out() -> Console:
+    """Standard output; made per call so COLUMNS and redirection are honoured."""
+    return Console()
+
+
+def err() -> Console:
+    return Console(stderr=True, soft_wrap=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/bold red] {message}")
+    err().print(f"[bold red]error:[/bold red] {message}")
     sys.exit(code)
 
 
@@ -100,14 +107,14 @@ async def _run_once(settings: Settings, plan: Any, sinks: list[Any]) -> None:
         pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=True)
         started = time.perf_counter()
         stats = await pipeline.tick(settle_all=True)
-        err.print(
+        err().print(
             f"pulled {stats.spans_pulled} spans, evaluated {stats.threads_evaluated} threads "
             f"({stats.results} results, {stats.routed_to_review} routed to review, {stats.errors} errors) "
             f"in {time.perf_counter() - started:.2f}s"
         )
         records = await _stored_records(store)
-        out.print(results_table(records))
-        out.print(review_table(await store.review_items("open")))
+        out().print(results_table(records))
+        out().print(review_table(await store.review_items("open")))
     finally:
         await store.close()
 
@@ -150,7 +157,7 @@ def _read_threads(path: Path, bad: list[str]) -> Iterator[Any]:
                 yield thread_from_json_line(line, n)
             except TranscriptError as exc:
                 bad.append(str(exc))
-                err.print(f"[yellow]skipped[/yellow] {path}:{exc}")
+                err().print(f"[yellow]skipped[/yellow] {path}:{exc}")
 
 
 @main.command("eval")
@@ -172,7 +179,7 @@ def eval_cmd(file: Path, config_path: Path | None, metric_names: str | None, fmt
     total = sum(1 for line in file.open("rb") if line.strip())
     records = []
     with Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as progress:
+                  console=err(), transient=True, disable=not err().is_terminal) as progress:
         task = progress.add_task("eval", total=total)
         for thread in _read_threads(file, bad):
             records.append(thread_record(thread.key, evaluate_thread(thread, metrics), len(thread.turns)))
@@ -185,17 +192,17 @@ def eval_cmd(file: Path, config_path: Path | None, metric_names: str | None, fmt
     elif fmt == "json":
         sys.stdout.buffer.write(orjson.dumps({"threads": records, "means": metric_means(records)}, option=orjson.OPT_INDENT_2) + b"\n")
     else:
-        out.print(results_table(records, title=f"{file.name}: {len(records)} threads"))
-        out.print("dataset means: " + ", ".join(f"{k}={v:.3f}" for k, v in metric_means(records).items()))
+        out().print(results_table(records, title=f"{file.name}: {len(records)} threads"))
+        out().print("dataset means: " + ", ".join(f"{k}={v:.3f}" for k, v in metric_means(records).items()))
     sys.stdout.flush()
     if baseline is not None:
         base = [orjson.loads(x) for x in baseline.read_bytes().splitlines() if x.strip()]
         failed = regressions(metric_means(records), metric_means(base), tolerance)
         for line in failed:
-            err.print(f"[bold red]regression[/bold red] {line}")
+            err().print(f"[bold red]regression[/bold red] {line}")
         if failed:
             sys.exit(1)
-        err.print(f"no metric fell more than {tolerance} below the baseline")
+        err().print(f"no metric fell more than {tolerance} below the baseline")
     if bad:
         _fail(f"{len(bad)} line(s) of {file} could not be read (see above)", code=2)
 
@@ -229,7 +236,7 @@ def results(config_path: Path | None, fmt: str, thread_key: str | None) -> None:
     if fmt == "jsonl":
         sys.stdout.buffer.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
     else:
-        out.print(results_table(records))
+        out().print(results_table(records))
 
 
 @main.group()
@@ -245,7 +252,7 @@ def review_list(config_path: Path | None, show_all: bool) -> None:
     """List open review items."""
     settings = _settings(config_path)
     items = _with_store(settings, lambda s: s.review_items(None if show_all else "open"))
-    out.print(review_table(items))
+    out().print(review_table(items))
 
 
 @review.command("show")
@@ -263,10 +270,10 @@ def review_show(item_id: int, config_path: Path | None) -> None:
     item, stored = _with_store(settings, show)
     if item is None:
         _fail(f"no review item {item_id}")
-    out.print(f"[bold]review item {item.id}[/bold]  thread {item.thread_key}  version {item.thread_version}  {item.status}")
+    out().print(f"[bold]review item {item.id}[/bold]  thread {item.thread_key}  version {item.thread_version}  {item.status}")
     for r in item.reasons:
-        out.print(f"  - {r['metric']} on {r['target']}: score {r['score']} label {r['label']}: {r['reason']}")
-    out.print(results_table([{**thread_record(item.thread_key, [s.result for s in stored]), "thread_key": item.thread_key}]))
+        out().print(f"  - {r['metric']} on {r['target']}: score {r['score']} label {r['label']}: {r['reason']}")
+    out().print(results_table([{**thread_record(item.thread_key, [s.result for s in stored]), "thread_key": item.thread_key}]))
 
 
 @review.command("resolve")
@@ -280,4 +287,4 @@ def review_resolve(item_id: int, note: str, config_path: Path | None) -> None:
     ok = _with_store(settings, lambda s: s.resolve_review(item_id, note, time.time()))
     if not ok:
         _fail(f"review item {item_id} does not exist or is not open")
-    out.print(f"review item {item_id} resolved")
+    out().print(f"review item {item_id} resolved")

@@ -66,7 +66,7 @@ def results_table(records: list[dict[str, Any]], title: str = "Thread scores") -
     """One row per thread, one column per thread-level metric; failing scores in red."""
     names = sorted({n for rec in records for n in rec["metrics"]})
     table = Table(title=title)
-    table.add_column("thread", overflow="fold")
+    table.add_column("thread", no_wrap=True)
     table.add_column("turns", justify="right")
     for n in names:
         table.add_column(n)
@@ -78,9 +78,12 @@ def results_table(records: list[dict[str, Any]], title: str = "Thread scores") -
 
 def review_table(items: list[ReviewItem]) -> Table:
     table = Table(title="Review queue")
-    for col in ("id", "thread", "version", "status", "why"):
-        table.add_column(col, overflow="fold")
+    for col in ("id", "thread", "version"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("status", overflow="fold")
+    table.add_column("why", overflow="fold")
     for it in items:
         why = "; ".join(f"{r['metric']} ({r['target']}): {r.get('label') or r.get('score')} - {r['reason']}" for r in it.reasons)
-        table.add_row(str(it.id), it.thread_key, str(it.thread_version), it.status, why)
+        status = f"{it.status}: {it.resolution}" if it.resolution else it.status
+        table.add_row(str(it.id), it.thread_key, str(it.thread_version), status, why)
     return table

@@ -147,7 +147,7 @@ class Worker:
         scheduler = AsyncIOScheduler(event_loop=loop)
         tick = self.settings.schedule.tick_seconds
         scheduler.add_job(self.tick, "interval", seconds=tick, max_instances=1, coalesce=True,
-                          misfire_grace_time=max(1, int(tick)), next_run_time=None)
+                          misfire_grace_time=max(1, int(tick)))
         server = None
         server_task = None
         if self.receiver is not None:

@@ -1,0 +1,237 @@
+"""D2 `reask`: the §9 cases of metrics.md, one case per slot type, and the passing kinds of ask."""
+
+from typing import Any
+
+import pytest
+
+from tracing_eval.metrics.deterministic.reask import Reask, find_asks
+from tracing_eval.model import MetricResult, Scope, Status, Thread
+from tracing_eval.transcripts import thread_from_messages
+
+
+def chat(*texts: str) -> Thread:
+    return thread_from_messages(
+        "t", [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)]
+    )
+
+
+def thread_result(thread: Thread) -> MetricResult:
+    results = Reask().evaluate(thread)
+    [result] = [r for r in results if r.scope == Scope.THREAD]
+    return result
+
+
+def turn_results(thread: Thread) -> dict[int, MetricResult]:
+    return {r.turn_index: r for r in Reask().evaluate(thread) if r.scope == Scope.TURN}
+
+
+REASK = chat(
+    "Hi, my order 8841-22 hasn't arrived yet.",
+    "Sorry to hear that. Could you provide your order number?",
+    "It's 8841-22.",
+    "Thanks! Your package is in transit with the courier.",
+    "When will it arrive?",
+    "Let me check. What is your order number?",
+)
+
+
+def test_reask_fails_at_turns_zero_and_two() -> None:
+    result = thread_result(REASK)
+    assert (result.label, result.score, result.passed) == ("reask", 0.0, False)
+    assert result.evidence["reasked_messages"] == [1, 5]
+    assert result.evidence["reasks"] == [
+        {"slot": "order_number", "value": "8841-22", "given_at": 0, "asked_at": 1, "turn": 0},
+        {"slot": "order_number", "value": "8841-22", "given_at": 2, "asked_at": 5, "turn": 2},
+    ]
+    assert result.evidence["reask_rate"] == pytest.approx(2 / 3, abs=1e-4)
+    turns = turn_results(REASK)
+    assert sorted(turns) == [0, 2]  # only turns where the assistant asks
+    assert all(r.label == "reask" and r.score == 0.0 for r in turns.values())
+    assert turns[2].evidence["asks"][0]["given_turn"] == 1
+
+
+def test_confirmation_passes() -> None:
+    thread = chat("My order 8841-22 is late.", "Just to confirm, is your order number 8841-22 correct?", "Yes.")
+    result = thread_result(thread)
+    assert (result.label, result.score, result.passed) == ("none", 1.0, True)
+    assert turn_results(thread)[0].evidence["asks"][0]["kind"] == "confirmation"
+
+
+def test_justified_reask_passes() -> None:
+    thread = chat(
+        "My order 8841-22 is late.",
+        "I couldn't find order 8841-22. Could you double-check the order number?",
+        "Oh, it's 8841-23.",
+    )
+    result = thread_result(thread)
+    assert (result.label, result.score) == ("none", 1.0)
+    assert turn_results(thread)[0].evidence["asks"][0]["kind"] == "justified"
+
+
+def test_bare_value_answering_an_ask_fills_the_slot() -> None:
+    thread = chat(
+        "I want to return an order that arrived damaged.",
+        "Sorry about that. Can you share the order number?",
+        "It's #4471.",
+        "Got it. Damaged on arrival, or after use?",
+        "On arrival. The screen was cracked.",
+        "Understood. Replacement or refund?",
+        "Refund. How long does that take?",
+        "3-5 business days. Can you share the order number again?",
+    )
+    result = thread_result(thread)
+    assert result.label == "reask"
+    assert result.evidence["reasks"] == [
+        {"slot": "order_number", "value": "4471", "given_at": 2, "asked_at": 7, "turn": 3}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("slot", "given", "ask", "value"),
+    [
+        (
+            "email",
+            "You can use my email jane.doe@example.com for that.",
+            "Could you share your email address?",
+            "jane.doe@example.com",
+        ),
+        ("phone", "Call me at (415) 555-0134 if needed.", "What is your phone number?", "(415) 555-0134"),
+        ("zip", "My zip code is 94107.", "Could you please provide your ZIP code?", "94107"),
+        ("date_of_birth", "I was born on March 3, 1990.", "Could you provide your date of birth?", "March 3, 1990"),
+        ("date", "I'd like a table on May 20th.", "What date would you like?", "May 20th"),
+        ("user_id", "Sure, my user ID is mia_li_3668.", "Could you please provide your user ID?", "mia_li_3668"),
+        ("user_id", "I think it's sara_doe_496 but not sure.", "What is your user ID?", "sara_doe_496"),
+        ("reservation_id", "The reservation ID is ZFA04Y.", "Could you provide the reservation ID?", "ZFA04Y"),
+        (
+            "reservation_id",
+            "I want to cancel my booking, code HXDUBJ.",
+            "Please provide your booking reference.",
+            "HXDUBJ",
+        ),
+        ("account_id", "My account number is 55512345.", "What is your account number?", "55512345"),
+        (
+            "tracking_number",
+            "The tracking number is 1Z999AA10123456784.",
+            "Can you give me the tracking number?",
+            "1Z999AA10123456784",
+        ),
+        ("name", "Hi, my name is Jane Doe.", "May I have your full name?", "Jane Doe"),
+    ],
+)
+def test_each_slot_type_is_tracked(slot: str, given: str, ask: str, value: str) -> None:
+    result = thread_result(chat(given, "Thanks, one moment.", "Any news?", ask))
+    assert result.label == "reask", result.evidence
+    [reask] = result.evidence["reasks"]
+    assert (reask["slot"], reask["value"], reask["given_at"], reask["asked_at"]) == (slot, value, 0, 3)
+
+
+def test_first_asks_pass() -> None:
+    thread = chat(
+        "I need to change a flight.",
+        "Could you please provide your user ID and the reservation ID?",
+        "mia_li_3668 and ZFA04Y",
+    )
+    result = thread_result(thread)
+    assert (result.label, result.score) == ("none", 1.0)
+    assert result.evidence["passed_asks"]["first"] == 2
+
+
+def test_failed_tool_call_justifies_asking_again() -> None:
+    thread = thread_from_messages(
+        "t",
+        [
+            {"role": "user", "content": "My reservation ID is ZFA04Y."},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "function": {"name": "get_reservation_details", "arguments": '{"reservation_id": "ZFA04Y"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "Error: reservation ZFA04Y"},
+            {"role": "assistant", "content": "Could you please provide the reservation ID again?"},
+        ],
+    )
+    assert thread_result(thread).label == "none"
+
+
+def test_offering_values_to_choose_from_is_not_a_reask() -> None:
+    thread = chat(
+        "My reservation ID is ZFA04Y, and I have another one too.",
+        "Which reservation ID would you like to cancel: HXDUBJ or K1NW8N?",
+    )
+    result = thread_result(thread)
+    assert result.label == "none"
+    assert result.evidence["passed_asks"]["choice"] == 1
+
+
+def test_asking_for_a_different_value_of_the_kind_is_not_a_reask() -> None:
+    thread = chat("My reservation ID is ZFA04Y.", "Thanks. Could you provide the reservation ID for the other booking?")
+    assert thread_result(thread).evidence["passed_asks"]["other_value"] == 1
+
+
+def test_statement_of_need_restates_a_known_slot_next_to_a_new_one() -> None:
+    need = chat("My user ID is mia_li_3668.", "I'll need your user ID and the reservation ID to proceed.")
+    assert thread_result(need).label == "none"
+    direct = chat("My user ID is mia_li_3668.", "Please provide your user ID and the reservation ID.")
+    result = thread_result(direct)
+    assert result.label == "reask"
+    assert [r["slot"] for r in result.evidence["reasks"]] == ["user_id"]
+
+
+def test_a_value_the_user_took_back_leaves_the_ledger() -> None:
+    thread = chat(
+        "My reservation ID is ZFA04Y.",
+        "Thanks, let me look at ZFA04Y.",
+        "Sorry, that was the wrong reservation ID, I don't have the right one with me.",
+        "No problem. Could you provide the reservation ID when you have it?",
+    )
+    assert thread_result(thread).label == "none"
+
+
+def test_later_values_override_earlier_ones() -> None:
+    thread = chat(
+        "My order 8841-22 is late.",
+        "Okay.",
+        "Sorry, I meant order 9911-33.",
+        "Okay.",
+        "Any update?",
+        "What is your order number?",
+    )
+    [reask] = thread_result(thread).evidence["reasks"]
+    assert (reask["value"], reask["given_at"]) == ("9911-33", 2)
+
+
+def test_offers_are_not_asks() -> None:
+    thread = chat("My email is jane@example.com.", "Would you like me to send the receipt to your email?")
+    assert find_asks(thread) == []
+
+
+def test_thread_without_asks_passes() -> None:
+    result = thread_result(chat("Hello", "Hi! How can I help today?"))
+    assert (result.label, result.score) == ("none", 1.0)
+    assert result.reason == "the assistant never asked for a value"
+    assert result.evidence["reask_rate"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [],
+        [{"role": "user", "content": "anyone?"}],
+        [{"role": "user", "content": "x"}, {"role": "assistant", "content": ""}],
+    ],
+)
+def test_no_replies_is_not_applicable(messages: list[dict[str, Any]]) -> None:
+    [result] = Reask().evaluate(thread_from_messages("t", messages))
+    assert result.status == Status.NOT_APPLICABLE
+
+
+def test_a_bare_answer_that_is_not_a_name_does_not_fill_the_name_slot() -> None:
+    thread = chat("hi", "What's your name?", "Sure", "Ok... What's your name, then?")
+    assert thread_result(thread).label == "none"
+    named = chat("hi", "What's your name?", "Jane", "Nice. So what's your name?")
+    assert thread_result(named).evidence["reasks"][0]["value"] == "Jane"

@@ -1,0 +1,143 @@
+"""D7 `response_hygiene`: empty, truncated, placeholder and language checks on every turn."""
+
+import pytest
+
+from tracing_eval.metrics.deterministic.response_hygiene import (
+    ResponseHygiene,
+    check_turn,
+    latin_language,
+    script_of,
+    truncated,
+)
+from tracing_eval.model import Message, MetricResult, Scope, Status, Thread, ToolCall, Turn
+from tracing_eval.transcripts import thread_from_messages
+
+
+def turn(user: str, reply: str | None, finish_reason: str | None = None, index: int = 0) -> Turn:
+    messages = [Message(role="user", content=user, position=2 * index)]
+    if reply is not None:
+        messages.append(Message(role="assistant", content=reply, finish_reason=finish_reason, position=2 * index + 1))
+    return Turn(index=index, messages=messages)
+
+
+def evaluate(*turns: Turn) -> tuple[dict[int, MetricResult], MetricResult]:
+    results = ResponseHygiene().evaluate(Thread(key="t", turns=list(turns)))
+    per_turn = {r.turn_index: r for r in results if r.scope == Scope.TURN}
+    [thread] = [r for r in results if r.scope == Scope.THREAD]
+    return per_turn, thread
+
+
+def test_clean_reply() -> None:
+    per_turn, thread = evaluate(turn("Where is my order?", "It shipped yesterday and should arrive on Friday."))
+    assert (per_turn[0].label, per_turn[0].score, per_turn[0].evidence["failing"]) == ("clean", 1.0, [])
+    assert (thread.label, thread.score) == ("clean", 1.0)
+
+
+@pytest.mark.parametrize(
+    ("reply", "finish_reason", "check"),
+    [
+        ("", None, "empty"),
+        ("   \n ", None, "empty"),
+        ("Your order shipped on", "length", "truncated"),
+        ("Here are the three options you asked about, with prices and", None, "truncated"),
+        ("The steps are as follows,", None, "truncated"),
+        ("```python\nprint('hi')\n", None, "truncated"),
+        ("Hello {{customer_name}}, your order has shipped.", None, "placeholder"),
+        ("Dear [INSERT NAME], thanks for writing.", None, "placeholder"),
+        ("Hi undefined, your order has shipped.", None, "placeholder"),
+        ("None", None, "placeholder"),
+        ("undefined", None, "placeholder"),
+        ("Your total is ${total}.", None, "placeholder"),
+    ],
+)
+def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> None:
+    per_turn, thread = evaluate(turn("Can you help me with my order please?", reply, finish_reason))
+    assert check in per_turn[0].evidence["failing"]
+    assert (per_turn[0].score, per_turn[0].passed) == (0.0, False)
+    assert thread.evidence["failing_turns"][check] == [0]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "I want to go to Ohio with you",
+        "hola. have you heard of the song by the band tamela",
+        "Sure :)",
+        "The behaviour is undefined in that case, so avoid it.",
+        "None of the flights leave before noon.",
+        "- item one\n- item two",
+    ],
+)
+def test_plausible_replies_pass(reply: str) -> None:
+    assert check_turn(turn("Tell me something about it please.", reply)) == {}
+
+
+def test_language_mismatch_by_script_and_by_latin_language() -> None:
+    assert "language" in check_turn(
+        turn("Здравствуйте, подскажите что-нибудь по-русски.", "Sorry, I only speak English here, my friend.")
+    )
+    assert "language" in check_turn(
+        turn(
+            "Hola, quiero cambiar la fecha de mi vuelo para el viernes por favor",
+            "Sure, I can change the date of your flight to Friday for you.",
+        )
+    )
+    assert "language" not in check_turn(turn("hola", "Hello! How are you today, my friend?"))
+
+
+def test_script_and_language_guesses() -> None:
+    assert script_of("Привет, как дела у тебя сегодня?") == "CYRILLIC"
+    assert script_of("こんにちは、今日はいい天気ですね。") == "CJK"
+    assert script_of("short") is None
+    assert latin_language("Je voudrais changer la date de mon vol pour vendredi") == "fr"
+    assert latin_language("ok") is None
+
+
+def test_truncation_reason() -> None:
+    assert truncated("Fine.", "length") == "finish_reason=length"
+    assert truncated("A complete sentence.", "stop") is None
+
+
+def test_every_turn_gets_a_result_and_the_thread_is_the_share_of_clean_turns() -> None:
+    per_turn, thread = evaluate(
+        turn("first question here", "A clean answer to the first question.", index=0),
+        turn("second question here", "", index=1),
+        turn("third question here", "Another clean answer.", index=2),
+        turn("fourth question, no answer yet", None, index=3),
+    )
+    assert sorted(per_turn) == [0, 1, 2, 3]
+    assert per_turn[3].status == Status.NOT_APPLICABLE
+    assert per_turn[1].label == "empty"
+    assert thread.score == pytest.approx(2 / 3, abs=1e-4)
+    assert thread.evidence["turns_checked"] == 3
+
+
+def test_tool_call_only_turn_is_empty_unless_it_hands_off() -> None:
+    dangling = Turn(
+        index=0,
+        messages=[
+            Message(role="user", content="book it"),
+            Message(role="assistant", tool_calls=[ToolCall(name="book")]),
+        ],
+    )
+    assert "empty" in check_turn(dangling)
+    handoff = thread_from_messages(
+        "t",
+        [
+            {"role": "user", "content": "get me a human"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "1", "function": {"name": "transfer_to_human_agents", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "1", "content": "Transfer successful"},
+        ],
+    )
+    assert check_turn(handoff.turns[0]) == {}
+
+
+def test_thread_without_replies() -> None:
+    results = ResponseHygiene().evaluate(Thread(key="t", turns=[turn("hello?", None)]))
+    assert [r.status for r in results] == [Status.NOT_APPLICABLE, Status.NOT_APPLICABLE]
+    assert results[0].turn_index == 0
+    assert ResponseHygiene().evaluate(Thread(key="empty"))[-1].status == Status.NOT_APPLICABLE

@@ -1,0 +1,122 @@
+"""D8 `thread_stats`: raw numbers, no score."""
+
+import pytest
+
+from tracing_eval.metrics.deterministic.thread_stats import ThreadStats, percentile
+from tracing_eval.model import Message, Status, Thread, ToolCall, Turn
+from tracing_eval.transcripts import thread_from_messages
+
+
+def stats(thread: Thread) -> dict:
+    [result] = ThreadStats().evaluate(thread)
+    assert (result.score, result.passed, result.status, result.threshold) == (None, None, Status.OK, None)
+    return result.evidence
+
+
+def timed_turn(index: int, start_ms: int, duration_ms: int, tokens: tuple[int, int] | None = None) -> Turn:
+    return Turn(
+        index=index,
+        messages=[
+            Message(role="user", content="hi there"),
+            Message(role="assistant", content="Hello, how can I help?"),
+        ],
+        started_ns=start_ms * 1_000_000,
+        ended_ns=(start_ms + duration_ms) * 1_000_000,
+        input_tokens=tokens[0] if tokens else None,
+        output_tokens=tokens[1] if tokens else None,
+    )
+
+
+def test_counts_and_ratio() -> None:
+    thread = thread_from_messages(
+        "t",
+        [
+            {"role": "system", "content": "be nice"},
+            {"role": "user", "content": "abcd"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "1", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "1", "content": "Error: boom"},
+            {"role": "assistant", "content": "abcdefgh"},
+            {"role": "user", "content": "Thanks, bye!"},
+        ],
+    )
+    ev = stats(thread)
+    assert (ev["turns"], ev["user_messages"], ev["assistant_messages"], ev["assistant_replies"]) == (2, 2, 2, 1)
+    assert (ev["tool_calls"], ev["tool_errors"], ev["tool_calls_per_turn"]) == (1, 1, 0.5)
+    assert ev["assistant_user_length_ratio"] == pytest.approx(8 / 16)
+    assert (ev["ends_with_user"], ev["abandoned"]) == (True, False)
+    assert ev["latency_ms_p95"] is None and ev["input_tokens"] is None
+
+
+def test_latency_and_tokens() -> None:
+    thread = Thread(
+        key="t", turns=[timed_turn(0, 10, 100, (10, 5)), timed_turn(1, 1000, 300, (20, 7)), timed_turn(2, 2000, 200)]
+    )
+    ev = stats(thread)
+    assert (ev["latency_ms_p50"], ev["latency_turns"]) == (200.0, 3)
+    assert ev["latency_ms_p95"] == pytest.approx(290.0)
+    assert (ev["input_tokens"], ev["output_tokens"]) == (30, 12)
+
+
+def test_unknown_times_are_left_out() -> None:
+    thread = Thread(key="t", turns=[timed_turn(0, 0, 100), timed_turn(1, 1000, 300)])
+    assert (stats(thread)["latency_ms_p50"], stats(thread)["latency_turns"]) == (300.0, 1)
+
+
+def test_abandonment() -> None:
+    left = thread_from_messages(
+        "t",
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "where is my refund"},
+        ],
+    )
+    assert stats(left)["abandoned"] is True
+    angry = thread_from_messages(
+        "t",
+        [
+            {"role": "user", "content": "refund?"},
+            {"role": "assistant", "content": "No."},
+            {"role": "user", "content": "This is useless."},
+            {"role": "assistant", "content": "Sorry."},
+        ],
+    )
+    assert stats(angry)["abandoned"] is True
+    closed = thread_from_messages("t", [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}])
+    assert stats(closed)["abandoned"] is False
+
+
+def test_percentile() -> None:
+    assert percentile([], 95) is None
+    assert percentile([5.0], 50) == 5.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+
+
+def test_empty_thread() -> None:
+    ev = stats(Thread(key="empty"))
+    assert (ev["turns"], ev["tool_calls_per_turn"], ev["assistant_user_length_ratio"], ev["abandoned"]) == (
+        0,
+        0.0,
+        None,
+        False,
+    )
+
+
+def test_tool_calls_in_a_hand_built_thread() -> None:
+    thread = Thread(
+        key="t",
+        turns=[
+            Turn(
+                index=0,
+                messages=[
+                    Message(role="user", content="go"),
+                    Message(role="assistant", tool_calls=[ToolCall(name="f", error="x")]),
+                ],
+            )
+        ],
+    )
+    assert stats(thread)["tool_errors"] == 1

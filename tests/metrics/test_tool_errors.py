@@ -1,0 +1,202 @@
+"""D4 `tool_errors`: failing calls, recovery, repeated failures, loops and masked errors."""
+
+import json
+from typing import Any
+
+from tracing_eval.metrics.deterministic.tool_errors import ToolErrors, canonical_args
+from tracing_eval.model import MetricResult, Scope, Status, Thread
+from tracing_eval.transcripts import thread_from_messages
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def say(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def calls(*specs: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+    """An assistant message with tool calls (id, name, arguments)."""
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for cid, name, args in specs
+        ],
+    }
+
+
+def result(cid: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": cid, "content": content}
+
+
+def evaluate(*messages: dict[str, Any]) -> tuple[dict[int, MetricResult], MetricResult]:
+    results = ToolErrors().evaluate(thread_from_messages("t", list(messages)))
+    turns = {r.turn_index: r for r in results if r.scope == Scope.TURN}
+    [thread] = [r for r in results if r.scope == Scope.THREAD]
+    return turns, thread
+
+
+LOOKUP = ("c1", "get_order", {"order_id": "8841-22"})
+
+
+def test_no_tool_calls_is_not_applicable() -> None:
+    results = ToolErrors().evaluate(thread_from_messages("t", [user("hi"), say("hello")]))
+    assert [r.status for r in results] == [Status.NOT_APPLICABLE]
+    assert results[0].scope == Scope.THREAD
+
+
+def test_successful_calls_are_none() -> None:
+    turns, thread = evaluate(
+        user("where is my order 8841-22?"), calls(LOOKUP), result("c1", '{"status": "shipped"}'), say("It has shipped.")
+    )
+    assert (thread.label, thread.score, thread.passed) == ("none", 1.0, True)
+    assert turns[0].label == "none"
+    assert thread.evidence["failed_calls"] == []
+
+
+def test_error_recovered_in_the_same_turn_is_low() -> None:
+    _, thread = evaluate(
+        user("where is my order 8841-22?"),
+        calls(("c1", "get_order", {"order_id": "884122"})),
+        result("c1", "Error: order not found"),
+        calls(("c2", "get_order", {"order_id": "8841-22"})),
+        result("c2", '{"status": "shipped"}'),
+        say("It has shipped."),
+    )
+    assert (thread.label, thread.score) == ("low", 1.0)
+    assert thread.evidence["error_rate"] == 0.5
+    assert thread.evidence["unrecovered"] == []
+    [failed] = thread.evidence["failed_calls"]
+    assert failed == {
+        "name": "get_order",
+        "arguments": {"order_id": "884122"},
+        "error": "Error: order not found",
+        "position": 1,
+        "turn": 0,
+        "call_id": "c1",
+    }
+
+
+def test_unrecovered_error_scores_one_minus_rate() -> None:
+    _, thread = evaluate(
+        user("cancel order 8841-22 and tell me the refund"),
+        calls(("c1", "cancel_order", {"order_id": "8841-22"}), ("c2", "get_refund", {"order_id": "8841-22"})),
+        result("c1", '{"ok": true}'),
+        result("c2", "Error: refund service timed out"),
+        say("Your order is cancelled, but I couldn't fetch the refund amount right now."),
+    )
+    assert (thread.label, thread.score, thread.passed) == ("medium", 0.5, False)
+    assert thread.evidence["unrecovered"] == [1]
+    assert thread.evidence["masked_error"] is False
+
+
+def test_masked_error_forces_zero() -> None:
+    turns, thread = evaluate(
+        user("please cancel order 8841-22"),
+        calls(("c1", "cancel_order", {"order_id": "8841-22"})),
+        result("c1", "Error: cancellation window closed"),
+        say("Done! Your order has been cancelled successfully."),
+    )
+    assert (turns[0].label, turns[0].score) == ("high", 0.0)
+    assert turns[0].evidence["masked_error"] is True
+    assert (thread.label, thread.score) == ("high", 0.0)
+    assert thread.evidence["masked_turns"] == [0]
+
+
+def test_honest_reply_is_not_masked() -> None:
+    turns, _ = evaluate(
+        user("please cancel order 8841-22"),
+        calls(("c1", "cancel_order", {"order_id": "8841-22"})),
+        result("c1", "Error: cancellation window closed"),
+        say("Sorry, I couldn't cancel it: the cancellation window has closed."),
+    )
+    assert turns[0].evidence["masked_error"] is False
+
+
+def test_success_claim_after_a_recovered_error_is_not_masked() -> None:
+    turns, _ = evaluate(
+        user("please cancel order 8841-22"),
+        calls(("c1", "cancel_order", {"order_id": "8841 22"})),
+        result("c1", "Error: invalid order id"),
+        calls(("c2", "cancel_order", {"order_id": "8841-22"})),
+        result("c2", '{"ok": true}'),
+        say("Done! Your order has been cancelled successfully."),
+    )
+    assert (turns[0].label, turns[0].evidence["masked_error"]) == ("low", False)
+
+
+def test_repeated_failure_with_the_same_arguments() -> None:
+    same = {"order_id": "X1", "amount": 10}
+    _, thread = evaluate(
+        user("refund X1"),
+        calls(("c1", "refund", same)),
+        result("c1", "Error: payment gateway down"),
+        calls(("c2", "think", {"thought": "retry"})),
+        result("c2", ""),
+        calls(("c3", "refund", {"amount": 10, "order_id": "X1"})),
+        result("c3", "Error: payment gateway down"),
+        say("Sorry, the refund failed twice; I'll escalate it."),
+    )
+    [repeated] = thread.evidence["repeated_failure"]
+    assert (repeated["name"], repeated["count"], repeated["positions"]) == ("refund", 2, [1, 5])
+    assert thread.label == "high"  # 2 of 3 calls unrecovered: score 1/3
+
+
+def test_identical_call_loops_cap_the_score() -> None:
+    three = [m for k in range(3) for m in (calls((f"c{k}", "get_order", {"id": 1})), result(f"c{k}", "{}"))]
+    _, thread = evaluate(user("status?"), *three, say("It is on its way."))
+    assert (thread.score, thread.label, thread.evidence["max_identical_calls"]) == (0.5, "medium", 3)
+    six = [m for k in range(6) for m in (calls((f"c{k}", "get_order", {"id": 1})), result(f"c{k}", "{}"))]
+    _, thread = evaluate(user("status?"), *six, say("It is on its way."))
+    assert (thread.score, thread.label) == (0.0, "high")
+
+
+def test_recovery_in_a_later_turn_counts_for_the_thread_only() -> None:
+    turns, thread = evaluate(
+        user("book it"),
+        calls(("c1", "book", {"total": 255})),
+        result("c1", "Error: payment amount does not add up"),
+        say("The total is actually $305. Shall I proceed with that amount?"),
+        user("yes"),
+        calls(("c2", "book", {"total": 305})),
+        result("c2", '{"reservation_id": "HATHAT"}'),
+        say("Booked: reservation HATHAT."),
+    )
+    assert sorted(turns) == [0, 1]  # a result on every turn with tool calls
+    assert (turns[0].score, turns[0].label) == (0.0, "high")
+    assert (turns[1].score, turns[1].label) == (1.0, "none")
+    assert (thread.score, thread.label) == (1.0, "low")
+
+
+def test_turns_without_tool_calls_get_no_tool_result() -> None:
+    turns, _ = evaluate(user("hi"), say("Hello!"), user("status?"), calls(LOOKUP), result("c1", "{}"), say("Shipped."))
+    assert sorted(turns) == [1]
+
+
+def test_canonical_args_ignore_key_order() -> None:
+    assert canonical_args({"b": 1, "a": [1, 2]}) == canonical_args({"a": [1, 2], "b": 1})
+    assert canonical_args(None) == "null"
+    assert canonical_args({1: object}).startswith("{")  # never raises on odd arguments
+
+
+def test_errors_flagged_by_the_model_are_used_as_is() -> None:
+    from tracing_eval.model import Message, ToolCall, Turn
+
+    thread = Thread(
+        key="t",
+        turns=[
+            Turn(
+                index=0,
+                messages=[
+                    Message(role="user", content="go", position=0),
+                    Message(role="assistant", tool_calls=[ToolCall(name="f", error="HTTP 500")], position=1),
+                    Message(role="assistant", content="Sorry, the service failed.", position=2),
+                ],
+            )
+        ],
+    )
+    results = ToolErrors().evaluate(thread)
+    assert results[-1].evidence["failed_calls"][0]["error"] == "HTTP 500"

@@ -1,0 +1,252 @@
+"""D2 `reask`: the assistant asks again for a value the user already gave (binary gate).
+
+User messages fill a slot ledger (order numbers, emails, phones, ZIPs, dates, user, account and
+reservation ids, names); a bare value answering a direct ask fills the asked slot. An assistant
+sentence that names a slot and carries a request marker is an ask; an ask for a slot already in
+the ledger is a re-ask unless it confirms the known value, offers values to choose from, wants a
+different value of the kind, restates a known slot next to a new one in a statement of need
+("I'll need your user ID and the reservation ID"), or is justified (not found / invalid nearby,
+a failed tool call in the same or previous turn, or the user just said the value was wrong).
+A value that a tool or the assistant rejected, or that the user took back, leaves the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.deterministic import slots
+from tracing_eval.metrics.deterministic.views import Located, located
+from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
+
+NAME = "reask"
+VERSION = "1"
+DEFAULT_THRESHOLD = 0.7
+ASK_TEXT_LIMIT = 200
+PASSING_KINDS = ("first", "confirmation", "choice", "other_value", "restated", "justified")
+
+
+@dataclass(frozen=True)
+class Given:
+    value: str
+    position: int
+    turn: int
+
+
+@dataclass(frozen=True)
+class Ask:
+    slot: str
+    turn: int
+    position: int
+    sentence: str
+    #: first | reask | confirmation | choice | other_value | restated | justified
+    kind: str
+    given: Given | None = None
+
+    def as_evidence(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"slot": self.slot, "asked_at": self.position, "turn": self.turn, "kind": self.kind}
+        if self.given is not None:
+            out.update(value=self.given.value, given_at=self.given.position, given_turn=self.given.turn)
+        out["text"] = self.sentence[:ASK_TEXT_LIMIT]
+        return out
+
+
+def _fill(ledger: dict[str, Given], msg: Located, asked_before: list[str]) -> None:
+    """Record the values a user message gives; a bare value answers a single direct ask."""
+    given = [(slot, value) for slot, value in slots.values_in(msg.text) if value]
+    for slot, value in given:
+        ledger[slot] = Given(value, msg.position, msg.turn)
+    if len(asked_before) == 1 and asked_before[0] not in {slot for slot, _ in given}:
+        value = slots.bare_value(asked_before[0], msg.text)
+        if value:
+            ledger[asked_before[0]] = Given(value, msg.position, msg.turn)
+
+
+def _forget(ledger: dict[str, Given], text: str, *, by_name: bool = True) -> None:
+    """Drop ledger entries a message rejects: it echoes their value, or (by_name) names their slot."""
+    if not ledger:
+        return
+    named = set(slots.named_slots(text)) if by_name else set()
+    for slot in list(ledger):
+        if slot in named or slots.mentions_value(text, ledger[slot].value):
+            del ledger[slot]
+
+
+def _after_reply(ledger: dict[str, Given], item: Located) -> None:
+    """A rejection in a reply or tool result, or a failed call on a value, takes the value back."""
+    if item.text and slots.NOT_FOUND.search(item.text):
+        _forget(ledger, item.text)
+    for call in item.message.tool_calls:
+        if call.failed:
+            _forget(ledger, str(call.arguments), by_name=False)
+
+
+def _about(text: str, slot: str, known: Given) -> bool:
+    """The text concerns this slot: it names the slot or carries the known value."""
+    return slot in slots.named_slots(text) or slots.mentions_value(text, known.value)
+
+
+def _justified(context: list[Located], ask_msg: Located, user_said_wrong: bool, slot: str, known: Given) -> bool:
+    """A user correction, or a not-found / invalid / failed lookup nearby that concerns this slot."""
+    if user_said_wrong or slots.NOT_FOUND.search(ask_msg.text):
+        return True
+    for item in context:
+        if item.role in ("assistant", "tool") and slots.NOT_FOUND.search(item.text) and _about(item.text, slot, known):
+            return True
+        if item.role == "assistant" and any(
+            tc.failed and slots.mentions_value(str(tc.arguments), known.value) for tc in item.message.tool_calls
+        ):
+            return True
+    return False
+
+
+def _classify(slot: str, sentence: str, known: Given | None, justified: Callable[[str, Given], bool], with_new: bool) -> str:
+    if known is None:
+        return "first"
+    if slots.mentions_value(sentence, known.value) and slots.CONFIRM.search(sentence):
+        return "confirmation"
+    if slots.offered_values(slot, sentence):
+        return "choice"
+    if slots.wants_other_value(slot, sentence):
+        return "other_value"
+    if with_new:
+        return "restated"
+    if justified(slot, known):
+        return "justified"
+    return "reask"
+
+
+def find_asks(thread: Thread) -> list[Ask]:
+    """Walk the transcript once, keeping the ledger, and classify every ask."""
+    ledger: dict[str, Given] = {}
+    asks: list[Ask] = []
+    asked_before: list[str] = []
+    items = located(thread)
+    turn_start: dict[int, int] = {}
+    for k, item in enumerate(items):
+        turn_start.setdefault(item.turn, k)
+    corrected_turns: set[int] = set()
+    for k, item in enumerate(items):
+        if item.role == "user" and item.text.strip():
+            if slots.USER_RETRACTION.search(item.text):
+                _forget(ledger, item.text)
+            _fill(ledger, item, asked_before)
+            if slots.USER_CORRECTION.search(item.text):
+                corrected_turns.add(item.turn)
+            asked_before = []
+            continue
+        if item.role == "tool":
+            _after_reply(ledger, item)
+            continue
+        if item.role != "assistant":
+            continue
+        if not item.text.strip():
+            _after_reply(ledger, item)
+            continue
+        # context: preceding messages of this turn and the whole previous turn
+        start = turn_start.get(item.turn - 1, turn_start[item.turn])
+        justified = partial(_justified, items[start:k], item, item.turn in corrected_turns)
+        asked_here: list[str] = []
+        for sentence in slots.split_sentences(item.text):
+            named = [s for s in slots.asked_slots(sentence) if s not in asked_here]
+            with_new = not slots.is_request(sentence) and any(s not in ledger for s in named)
+            for slot in named:
+                asked_here.append(slot)
+                known = ledger.get(slot)
+                kind = _classify(slot, sentence, known, justified, with_new)
+                asks.append(Ask(slot, item.turn, item.position, sentence, kind, known))
+        asked_before = asked_here
+        _after_reply(ledger, item)
+    return asks
+
+
+class Reask:
+    """Binary: did the assistant ask again for a value the user had already given?"""
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.spec = MetricSpec(
+            name=NAME,
+            version=VERSION,
+            tier="deterministic",
+            scopes=("turn", "thread"),
+            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
+            description="The assistant asks again for a value (order number, email, id, ...) the user already gave.",
+        )
+
+    def evaluate(self, thread: Thread) -> list[MetricResult]:
+        reply_turns = {t.index for t in thread.turns if t.assistant_text.strip()}
+        if not reply_turns:
+            return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
+        asks = find_asks(thread)
+        results: list[MetricResult] = []
+        for turn in sorted({a.turn for a in asks}):
+            here = [a for a in asks if a.turn == turn]
+            bad = [a for a in here if a.kind == "reask"]
+            results.append(
+                score_result(
+                    NAME,
+                    0.0 if bad else 1.0,
+                    threshold=self.spec.threshold,
+                    scope=Scope.TURN,
+                    turn_index=turn,
+                    label="reask" if bad else "none",
+                    reason=_turn_reason(here, bad),
+                    evidence={
+                        "asks": [a.as_evidence() for a in here],
+                        "reasked_messages": sorted({a.position for a in bad}),
+                    },
+                    version=VERSION,
+                )
+            )
+        reasks = [a for a in asks if a.kind == "reask"]
+        reask_turns = {a.turn for a in reasks}
+        evidence = {
+            "reasked_messages": sorted({a.position for a in reasks}),
+            "reasks": [
+                {
+                    "slot": a.slot,
+                    "value": a.given.value,
+                    "given_at": a.given.position,
+                    "asked_at": a.position,
+                    "turn": a.turn,
+                }
+                for a in reasks
+                if a.given is not None
+            ],
+            "reask_rate": round(len(reask_turns) / len(reply_turns), 4),
+            "asks": len(asks),
+            "passed_asks": {k: sum(a.kind == k for a in asks) for k in PASSING_KINDS},
+        }
+        results.append(
+            score_result(
+                NAME,
+                0.0 if reasks else 1.0,
+                threshold=self.spec.threshold,
+                scope=Scope.THREAD,
+                label="reask" if reasks else "none",
+                reason=_thread_reason(asks, reasks),
+                evidence=evidence,
+                version=VERSION,
+            )
+        )
+        return results
+
+
+def _turn_reason(here: list[Ask], bad: list[Ask]) -> str:
+    if not bad:
+        return "asked for " + ", ".join(f"{a.slot} ({a.kind.replace('_', ' ')})" for a in here)
+    return "; ".join(
+        f"asked for {a.slot} again although the user gave it at message {a.given.position}" for a in bad if a.given
+    )
+
+
+def _thread_reason(asks: list[Ask], reasks: list[Ask]) -> str:
+    if not asks:
+        return "the assistant never asked for a value"
+    if not reasks:
+        return f"{len(asks)} asks, none for a value the user had already given"
+    slots_ = ", ".join(sorted({a.slot for a in reasks}))
+    return f"{len(reasks)} re-ask(s) of values the user already gave ({slots_})"

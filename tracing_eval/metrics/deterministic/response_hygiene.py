@@ -1,0 +1,211 @@
+"""D7 `response_hygiene`: per-turn checks on the reply the user saw.
+
+Checks: `empty` (the turn has assistant messages but no text, unless it ends in a successful
+hand-off tool call such as `transfer_to_human_agents`), `truncated` (finish_reason=length,
+or the reply stops mid-sentence: a dangling comma, conjunction or article, or an unclosed code
+fence), `placeholder` (leaked template text such as `{{name}}`, `[INSERT ...]`, `${x}`, or a whole
+reply of `None` / `undefined` / `null`), and `language` (the reply is in another script, or
+another Latin-script language, than the user's message). Every turn gets a result: turns without
+an assistant message are `not_applicable`. The thread score is the share of clean turns.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+
+from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS
+from tracing_eval.metrics.deterministic.similarity import words
+from tracing_eval.model import MetricResult, Scope, Thread, Turn, not_applicable, score_result
+
+NAME = "response_hygiene"
+VERSION = "1"
+DEFAULT_THRESHOLD = 0.7
+CHECKS = ("empty", "truncated", "placeholder", "language")
+
+MIN_SCRIPT_LETTERS = 12
+SCRIPT_SHARE = 0.6
+MIN_LANGUAGE_WORDS = 6
+MIN_LANGUAGE_HITS = 3
+
+PLACEHOLDER = re.compile(
+    r"\{\{.*?\}\}|\{\{|\}\}|\$\{[A-Za-z_][\w.]*\}|\{%.*?%\}|\[object Object\]"
+    r"|<INSERT\b|\[(?:INSERT|PLACEHOLDER|TODO|TBD)\b"
+    r"|\[(?:YOUR|CUSTOMER|USER|COMPANY|PRODUCT)[ _](?:NAME|EMAIL|PHONE|ADDRESS|COMPANY)\]"
+    r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b",
+)
+WHOLE_PLACEHOLDER = re.compile(r"^\s*(?:none|null|undefined|nan|nil|\[\]|\{\})\s*$", re.IGNORECASE)
+#: words a finished English sentence almost never ends on (prepositions and pronouns can)
+DANGLING_WORDS = frozenset("a an the and or but nor because than my your our their its whose".split())
+#: tool names that hand the conversation over; a turn that ends in one needs no reply text
+HANDOFF = re.compile(r"transfer|hand_?off|escalat|human|agent_?handover", re.IGNORECASE)
+_TAIL_WORD = re.compile(r"([^\W\d_]+)\W*$")
+_DANGLING_PUNCT = re.compile(r"[,;:\-\u2013\u2014(\[{/&+]\s*$")
+
+
+def truncated(text: str, finish_reason: str | None) -> str | None:
+    """Why the reply looks cut off, or None."""
+    if finish_reason and finish_reason.lower() in ("length", "max_tokens", "max_output_tokens"):
+        return "finish_reason=length"
+    stripped = text.rstrip()
+    if not stripped:
+        return None
+    if stripped.count("```") % 2 == 1:
+        return "unclosed code block"
+    if _DANGLING_PUNCT.search(stripped) and not stripped.endswith((":-)", ";-)", ":)")):
+        return "ends with a dangling punctuation mark"
+    last = stripped[-1]
+    if last.isalpha():
+        m = _TAIL_WORD.search(stripped)
+        if m and m.group(1).lower() in DANGLING_WORDS and len(stripped.split()) >= 6:
+            return f"ends mid-sentence on {m.group(1)!r}"
+    return None
+
+
+def script_of(text: str) -> str | None:
+    """The dominant Unicode script of the letters in `text`, when there are enough of them."""
+    if text.isascii():
+        letters = sum(ch.isalpha() for ch in text)
+        return "LATIN" if letters >= MIN_SCRIPT_LETTERS else None
+    counts: Counter[str] = Counter()
+    for ch in text:
+        if ch.isalpha():
+            name = unicodedata.name(ch, "")
+            script = name.split(" ", 1)[0] if name else "UNKNOWN"
+            if script in ("HIRAGANA", "KATAKANA", "CJK"):
+                script = "CJK"
+            counts[script] += 1
+    total = sum(counts.values())
+    if total < MIN_SCRIPT_LETTERS:
+        return None
+    script, n = counts.most_common(1)[0]
+    return script if n / total >= SCRIPT_SHARE else None
+
+
+def latin_language(text: str) -> str | None:
+    """A guess among a few Latin-script languages from function words; None when unsure."""
+    ws = words(text)
+    if len(ws) < MIN_LANGUAGE_WORDS:
+        return None
+    hits = sorted(((sum(w in vocab for w in ws), lang) for lang, vocab in LANGUAGE_WORDS.items()), reverse=True)
+    (best, lang), (second, _) = hits[0], hits[1]
+    if best >= MIN_LANGUAGE_HITS and best >= 2 * max(second, 1):
+        return lang
+    return None
+
+
+def language_mismatch(user: str, reply: str) -> str | None:
+    """A description of the mismatch between the user's language and the reply's, or None."""
+    us, rs = script_of(user), script_of(reply)
+    if us and rs and us != rs:
+        return f"user writes {us.title()} script, reply is {rs.title()}"
+    if us == rs == "LATIN":
+        ul, rl = latin_language(user), latin_language(reply)
+        if ul and rl and ul != rl:
+            return f"user writes {ul}, reply is {rl}"
+    return None
+
+
+def ends_in_handoff(turn: Turn) -> bool:
+    """The turn's last tool call hands the user over (to a human) and did not fail."""
+    calls = turn.tool_calls
+    return bool(calls) and not calls[-1].failed and bool(HANDOFF.search(calls[-1].name))
+
+
+def check_turn(turn: Turn) -> dict[str, str]:
+    """Failing checks of one turn's reply, each with a short explanation."""
+    reply = turn.assistant_text
+    failing: dict[str, str] = {}
+    if not reply.strip():
+        if ends_in_handoff(turn):
+            return failing
+        failing["empty"] = "the turn has no reply text" if turn.assistant_messages else "no reply"
+        if turn.finish_reason and turn.finish_reason.lower() in ("length", "max_tokens", "max_output_tokens"):
+            failing["truncated"] = "finish_reason=length"
+        return failing
+    why = truncated(reply, turn.finish_reason)
+    if why:
+        failing["truncated"] = why
+    if WHOLE_PLACEHOLDER.match(reply):
+        failing["placeholder"] = f"the whole reply is {reply.strip()!r}"
+    else:
+        m = PLACEHOLDER.search(reply)
+        if m:
+            failing["placeholder"] = f"leaked template text {m.group(0)[:40]!r}"
+    mismatch = language_mismatch(turn.user_text, reply)
+    if mismatch:
+        failing["language"] = mismatch
+    return failing
+
+
+class ResponseHygiene:
+    """Binary per-turn hygiene of the reply; the thread score is the share of clean turns."""
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.spec = MetricSpec(
+            name=NAME,
+            version=VERSION,
+            tier="deterministic",
+            scopes=("turn", "thread"),
+            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
+            description="Empty, truncated, placeholder-leaking or wrong-language replies.",
+        )
+
+    def evaluate(self, thread: Thread) -> list[MetricResult]:
+        results: list[MetricResult] = []
+        checked = 0
+        bad_turns: dict[str, list[int]] = {c: [] for c in CHECKS}
+        for turn in thread.turns:
+            if not turn.assistant_messages:
+                results.append(
+                    not_applicable(
+                        NAME,
+                        "no assistant message in this turn",
+                        scope=Scope.TURN,
+                        turn_index=turn.index,
+                        version=VERSION,
+                    )
+                )
+                continue
+            checked += 1
+            failing = check_turn(turn)
+            for check in failing:
+                bad_turns[check].append(turn.index)
+            results.append(
+                score_result(
+                    NAME,
+                    0.0 if failing else 1.0,
+                    threshold=self.spec.threshold,
+                    scope=Scope.TURN,
+                    turn_index=turn.index,
+                    label=next(iter(failing)) if failing else "clean",
+                    reason="; ".join(failing.values()) if failing else "reply passes every check",
+                    evidence={"failing": sorted(failing), "details": failing},
+                    version=VERSION,
+                )
+            )
+        if checked == 0:
+            results.append(not_applicable(NAME, "no assistant replies", version=VERSION))
+            return results
+        flagged = sorted({t for turns in bad_turns.values() for t in turns})
+        clean = checked - len(flagged)
+        results.append(
+            score_result(
+                NAME,
+                clean / checked,
+                threshold=self.spec.threshold,
+                scope=Scope.THREAD,
+                label="clean" if not flagged else "issues",
+                reason=f"{clean} of {checked} replies are clean"
+                + ("" if not flagged else "; " + ", ".join(f"{c}: {len(t)}" for c, t in bad_turns.items() if t)),
+                evidence={
+                    "clean_share": round(clean / checked, 4),
+                    "turns_checked": checked,
+                    "failing_turns": {c: t for c, t in bad_turns.items() if t},
+                },
+                version=VERSION,
+            )
+        )
+        return results

@@ -1,0 +1,124 @@
+"""Word-level text normalisation and similarity for the lexical checks (D1, D5).
+
+`tokens` turns a reply into content tokens (NFKC, lower case, no punctuation, no stop-words,
+crude suffix stemming); `similarity` is the maximum of 3-gram shingle Jaccard, shingle
+containment and the word-level `SequenceMatcher` ratio. Character-level ratios are avoided on
+purpose: they rate unrelated short replies as half-similar.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from functools import lru_cache
+
+from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
+
+SHINGLE = 3
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
+
+# (suffix, replacement, minimum word length for the rule to apply)
+_SUFFIXES: tuple[tuple[str, str, int], ...] = (
+    ("ies", "y", 5),
+    ("ied", "y", 5),
+    ("ing", "", 6),
+    ("ed", "", 5),
+    ("s", "", 4),
+)
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Strip one common English suffix: `tried`->`try`, `restarting`->`restart`, `caches`->`cache`."""
+    for suffix, replacement, min_len in _SUFFIXES:
+        if len(word) >= min_len and word.endswith(suffix):
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                return word
+            return word[: -len(suffix)] + replacement
+    return word
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words after NFKC, with apostrophes removed (`don't` -> `dont`)."""
+    folded = unicodedata.normalize("NFKC", text).lower()
+    return _WORD.findall(_APOSTROPHE.sub("", folded))
+
+
+def tokens(text: str) -> list[str]:
+    """Content tokens: words that are not stop-words, stemmed."""
+    return list(_tokens(text))
+
+
+@lru_cache(maxsize=2048)
+def _tokens(text: str) -> tuple[str, ...]:
+    return tuple(stem(w) for w in words(text) if w not in STOP_WORDS)
+
+
+def shingles(toks: list[str], k: int = SHINGLE) -> frozenset[tuple[str, ...]]:
+    """The set of k-word shingles; a shorter non-empty list is one shingle."""
+    if len(toks) < k:
+        return frozenset([tuple(toks)]) if toks else frozenset()
+    return frozenset(tuple(toks[i : i + k]) for i in range(len(toks) - k + 1))
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A text prepared once for many comparisons."""
+
+    tokens: tuple[str, ...]
+    shingles: frozenset[tuple[str, ...]] = field(repr=False)
+    counts: Counter[str] = field(repr=False, compare=False, default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        if self.tokens and not self.counts:
+            object.__setattr__(self, "counts", Counter(self.tokens))
+
+    @classmethod
+    def of(cls, text: str) -> Profile:
+        return cls.of_tokens(_tokens(text))
+
+    @classmethod
+    def of_tokens(cls, toks: tuple[str, ...] | list[str]) -> Profile:
+        toks = tuple(toks)
+        return cls(toks, shingles(list(toks)))
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+def similarity(a: Profile, b: Profile) -> float:
+    """max(shingle Jaccard, shingle containment, word SequenceMatcher ratio), in [0, 1]."""
+    if not a.tokens or not b.tokens:
+        return 0.0
+    if a.tokens == b.tokens:
+        return 1.0
+    best = 0.0
+    common = len(a.shingles & b.shingles)
+    if common:
+        best = max(
+            common / len(a.shingles | b.shingles),
+            common / min(len(a.shingles), len(b.shingles)),
+        )
+        if best >= 1.0:
+            return 1.0
+    # upper bound of the SequenceMatcher ratio from shared token counts, before paying for it
+    shared = sum(min(n, b.counts[t]) for t, n in a.counts.items() if t in b.counts)
+    if 2 * shared / (len(a.tokens) + len(b.tokens)) > best:
+        best = max(best, SequenceMatcher(None, a.tokens, b.tokens, autojunk=False).ratio())
+    return min(1.0, best)
+
+
+def text_similarity(a: str, b: str) -> float:
+    """Convenience wrapper over `similarity` for two raw texts."""
+    return similarity(Profile.of(a), Profile.of(b))
+
+
+def sentences(text: str) -> list[str]:
+    """Split on sentence punctuation followed by space, and on line breaks."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]

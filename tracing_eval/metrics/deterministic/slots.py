@@ -1,0 +1,293 @@
+"""Typed values users give (order numbers, emails, ids, ...) and how assistants ask for them.
+
+Used by D2 `reask`: user messages fill a slot ledger; assistant sentences that name a slot and
+carry a request marker are asks. Everything here is a precompiled regex over plain text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
+
+_I = re.IGNORECASE
+
+#: capitalised replies that are not names ("Sure", "No thanks", "Maybe")
+NOT_A_NAME: frozenset[str] = STOP_WORDS | frozenset("nope nah maybe later never idk nothing nobody none guess".split())
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    #: how an assistant names the slot when asking for it
+    asked_as: re.Pattern[str]
+    #: values found with a keyword, anywhere in a user message (group 1 is the value)
+    keyed: tuple[re.Pattern[str], ...] = ()
+    #: values whose shape alone identifies the slot (no keyword needed)
+    shaped: re.Pattern[str] | None = None
+    #: the shape of a bare value that answers a direct ask for this slot
+    bare: re.Pattern[str] | None = None
+    #: words in an ask that mean a different value of this kind is wanted (another booking, a return date)
+    other: re.Pattern[str] | None = None
+
+
+_ID = r"#?\s*((?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,24})"
+_IS = r"(?:\s*(?:is|was|=|:|-|of|no\.?|number|num|#)\s*)*"
+
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_PHONE = re.compile(r"(?<![\w-])\+?\d{0,3}[\s.-]?\(?\d{3}\)?[\s.-]?\d{3}[\s.-]?\d{4}(?![\w-])")
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+_YEAR = r"(?:,?\s+\d{4})?"
+_DATE = re.compile(
+    rf"\b(?:\d{{4}}-\d{{1,2}}-\d{{1,2}}|\d{{1,2}}/\d{{1,2}}(?:/\d{{2,4}})?"
+    rf"|{_MONTH}\.?\s+{_DAY}{_YEAR}|{_DAY}\s+(?:of\s+)?{_MONTH}{_YEAR})\b",
+    _I,
+)
+_BIRTH_CONTEXT = re.compile(r"\b(?:born|birth|birthday|dob|d\.o\.b)\b", _I)
+_USER_ID_SHAPE = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{2,}\b")
+_RESERVATION_SHAPE = re.compile(r"\b(?![A-Z]{3}\d{3}\b)(?:(?=[A-Z]*\d)(?=\d*[A-Z])[A-Z0-9]{5,8}|[A-Z]{6})\b")
+_CODE_WITH_DIGIT = re.compile(r"#?\b(?=[A-Za-z0-9-]*\d)[A-Za-z0-9][A-Za-z0-9-]{2,24}\b")
+_ZIP = r"(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2})"  # US ZIP(+4) or UK postcode
+_ZIP_SHAPE = re.compile(rf"\b{_ZIP}\b")
+_NAME_SHAPE = re.compile(r"^\s*(?:it'?s\s+|i'?m\s+|this is\s+)?([A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+){0,3})\s*[.!]?\s*$")
+
+_PEOPLE = re.compile(
+    r"\b(?:passengers?|travell?ers?|companions?|friends?|each|every|guests?|child|children|spouse|partner)\b", _I
+)
+
+SLOTS: tuple[Slot, ...] = (
+    Slot(
+        "order_number",
+        re.compile(r"\border\s*(?:number|#|id\b|no\b)", _I),
+        keyed=(re.compile(rf"\border{_IS}#?\s*((?=[A-Za-z0-9-]*\d)[A-Za-z0-9][A-Za-z0-9-]{{4,24}})\b", _I),),
+        bare=_CODE_WITH_DIGIT,
+    ),
+    Slot(
+        "email",
+        re.compile(r"\be-?mail\b", _I),
+        shaped=_EMAIL,
+    ),
+    Slot(
+        "phone",
+        re.compile(r"\b(?:phone|mobile|telephone|cell)(?:\s*number)?\b|\bcontact number\b", _I),
+        shaped=_PHONE,
+    ),
+    Slot(
+        "zip",
+        re.compile(r"\bzip(?:\s*code)?\b|\bpost(?:al)?\s*code\b", _I),
+        keyed=(re.compile(rf"\b(?:zip(?:\s*code)?|post(?:al)?\s*code){_IS}({_ZIP})\b", _I),),
+        bare=_ZIP_SHAPE,
+    ),
+    Slot(
+        "date_of_birth",
+        re.compile(r"\bdate of birth\b|\bbirth\s*date\b|\bbirthday\b|\bdob\b", _I),
+        bare=_DATE,
+        other=_PEOPLE,
+    ),
+    Slot(
+        "date",
+        re.compile(r"\bdates?\b(?!\s+of\s+birth)", _I),
+        shaped=_DATE,
+        other=re.compile(
+            r"\b(?:return|returning|departure|depart|travel|flight|trip|check-?in|check-?out|delivery|arrival|"
+            r"expir\w*|preferred|desired|start|end)\b",
+            _I,
+        ),
+    ),
+    Slot(
+        "user_id",
+        re.compile(r"\buser\s*-?\s*(?:id|name)\b|\busername\b|\blogin\b", _I),
+        keyed=(re.compile(rf"\b(?:user\s*-?\s*id|user\s*name|login){_IS}((?=[\w.@-]*[\d_])[\w.@-]*\w)", _I),),
+        shaped=_USER_ID_SHAPE,
+        bare=re.compile(r"\b[\w.-]*[\d_][\w.-]*\b"),
+    ),
+    Slot(
+        "account_id",
+        re.compile(r"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no)\b", _I),
+        keyed=(re.compile(rf"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no\.?|#){_IS}{_ID}", _I),),
+        bare=_CODE_WITH_DIGIT,
+    ),
+    Slot(
+        "reservation_id",
+        re.compile(
+            r"\b(?:reservation|booking)\s*(?:id|number|code|no|reference|ref)s?\b"
+            r"|\bconfirmation\s*(?:number|code)\b|\bpnr\b",
+            _I,
+        ),
+        keyed=(re.compile(r"\b(?:reservation|booking|confirmation|pnr)s?\b[^.?!\n]*", _I),),
+        bare=_RESERVATION_SHAPE,
+    ),
+    Slot(
+        "tracking_number",
+        re.compile(r"\btracking\s*(?:number|id|code)\b", _I),
+        keyed=(re.compile(rf"\btracking\s*(?:number|id|code)?{_IS}{_ID}", _I),),
+        bare=_CODE_WITH_DIGIT,
+    ),
+    Slot(
+        "name",
+        re.compile(r"\byour\s+(?:full\s+|first\s+|last\s+)?name\b|\bwho am i speaking with\b", _I),
+        keyed=(re.compile(r"\b(?i:my name is|my name's|call me)\s+([A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+){0,3})"),),
+        bare=_NAME_SHAPE,
+        other=_PEOPLE,
+    ),
+)
+
+SLOT_BY_NAME = {s.name: s for s in SLOTS}
+
+#: cheap pre-filters: a sentence that fails them cannot name a slot / give a value
+_ANY_SLOT_NAME = re.compile("|".join(f"(?:{s.asked_as.pattern})" for s in SLOTS), _I)
+_MAYBE_VALUE = re.compile(r"\d|@|\b(?i:reservation|booking|confirmation|pnr|name|call me|user|login)", 0)
+
+#: sentence markers that turn a slot mention into a direct request for it
+REQUEST = re.compile(
+    r"\bplease\s+(?:provide|share|enter|send|give|tell|confirm|specify|type|let me know)"
+    r"|\b(?:could|can|would|will)\s+you\s+(?:please\s+)?(?:provide|share|confirm|give|tell|send|specify|enter|type"
+    r"|let me know|double[- ]check|check|verify|re-?enter|re-?type)"
+    r"|\bwhat(?:'s|\s+is|\s+was|\s+are)\s+(?:your|the)\b"
+    r"|\bmay i (?:have|get|ask)\b"
+    r"|^\W*(?:and\s+|also\s+|so\s+)?(?:what|which)\b[^?]*\?\s*$"
+    r"|\blet me know\s+(?:your|the)\b",
+    _I,
+)
+#: a statement of what is needed ("I'll need your user ID"): an ask, but a weaker one
+NEED = re.compile(r"\b(?:i'?ll|i will|i'd|i would|we'?ll|we will|i|we)\s+(?:also\s+|still\s+)?need\b", _I)
+_QUESTION = re.compile(r"\?\s*$")
+_REQUEST_VERB = re.compile(r"\b(?:provide|share|give|tell|send|enter|type|specify|know|have|confirm)\b", _I)
+_OFFER = re.compile(r"\bwould you like\b|\bdo you want\b|\bshall i\b", _I)
+#: a qualifier that means a different value of the same kind is wanted (another booking, a new date)
+OTHER_VALUE = re.compile(
+    r"\b(?:other|another|new|different|additional|second|next|remaining|alternative|correct)\b", _I
+)
+#: words that make an ask echoing the known value a confirmation
+CONFIRM = re.compile(
+    r"\b(?:confirm|correct|verify|right|double[- ]check|make sure|is that|is this|just to be sure)\b|\?", _I
+)
+NOT_FOUND = re.compile(
+    r"\b(?:not\s+(?:be\s+)?found|could(?:n'?t| not)\s+(?:find|locate|verify|match)"
+    r"|can(?:'?t|not)\s+(?:find|locate|verify)|unable\s+to\s+(?:find|locate|verify|retrieve)"
+    r"|no\s+(?:record|match|account|order|reservation|booking)s?\b"
+    r"|does(?:n'?t| not)\s+(?:match|exist|seem to (?:match|exist))|did(?:n'?t| not)\s+match"
+    r"|invalid|incorrect|not\s+valid|not\s+associated|not\s+recogni[sz]ed|seems?\s+to\s+be\s+(?:wrong|incorrect)"
+    r"|wrong|misunderstanding|mix-?up)\b",
+    _I,
+)
+USER_CORRECTION = re.compile(r"\b(?:typo|mistake|wrong|incorrect|mistyped|sorry,? i meant|i meant)\b", _I)
+#: a user taking a value back: "I don't have the reservation ID", "that was the wrong number"
+USER_RETRACTION = re.compile(
+    r"\b(?:do(?:n'?t| not)\s+(?:have|know|remember|recall)|can(?:'?t|not)\s+(?:find|remember|recall)|forgot|"
+    r"not sure|wrong|incorrect|mistake|typo)\b",
+    _I,
+)
+_SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+|\n+")
+_NORMALISE_VALUE = re.compile(r"[^a-z0-9@]")
+
+
+def norm_value(value: str) -> str:
+    """Canonical form of a value for comparisons: lower case, letters and digits only."""
+    return _NORMALISE_VALUE.sub("", value.lower())
+
+
+_VALUE_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-_.+@/#]*[A-Za-z0-9]|[A-Za-z0-9]")
+
+
+def mentions_value(text: str, value: str) -> bool:
+    """True when `value` occurs in `text` as a whole token (`A48213` is not inside `1Z84A4821300000001`)."""
+    wanted = norm_value(value)
+    return bool(wanted) and any(norm_value(tok) == wanted for tok in _VALUE_TOKEN.findall(text))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences end at . ? ! followed by white space, or at a line break (emails keep their dots)."""
+    return [s.strip() for s in _SENTENCE_BREAK.split(text) if s and s.strip()]
+
+
+def _reservation_values(text: str) -> Iterator[str]:
+    for clause in SLOT_BY_NAME["reservation_id"].keyed[0].finditer(text):
+        yield from _RESERVATION_SHAPE.findall(clause.group(0))
+
+
+def values_in(text: str) -> Iterator[tuple[str, str]]:
+    """Every (slot, value) a user message gives by keyword or by an unmistakable shape."""
+    for sentence in split_sentences(text):
+        if not _MAYBE_VALUE.search(sentence):
+            continue
+        birth = bool(_BIRTH_CONTEXT.search(sentence))
+        for slot in SLOTS:
+            if slot.name == "reservation_id":
+                for value in _reservation_values(sentence):
+                    yield slot.name, value
+                continue
+            if slot.name == "date_of_birth":
+                if birth:
+                    for m in _DATE.finditer(sentence):
+                        yield slot.name, m.group(0)
+                continue
+            if slot.name == "date" and birth:
+                continue
+            for pattern in slot.keyed:
+                for m in pattern.finditer(sentence):
+                    yield slot.name, m.group(1).strip(" .,-")
+            if slot.shaped is not None:
+                for m in slot.shaped.finditer(sentence):
+                    yield slot.name, m.group(0).strip()
+
+
+def wants_other_value(slot_name: str, sentence: str) -> bool:
+    """True when the ask is for a different value of the slot's kind, not the one already given."""
+    other = SLOT_BY_NAME[slot_name].other
+    return bool(OTHER_VALUE.search(sentence) or (other is not None and other.search(sentence)))
+
+
+def bare_value(slot_name: str, text: str) -> str | None:
+    """The value of a short reply that answers a direct ask for `slot_name`, if it has one."""
+    slot = SLOT_BY_NAME[slot_name]
+    if slot.bare is None or len(text) > 160:
+        return None
+    m = slot.bare.search(text)
+    if m is None:
+        return None
+    value = (m.group(1) if m.groups() else m.group(0)).strip(" #.,")
+    if slot_name == "name" and any(w.lower() in NOT_A_NAME for w in value.split()):
+        return None
+    return value
+
+
+def named_slots(text: str) -> list[str]:
+    """Slots a text mentions by name (`order number`, `email`, ...)."""
+    if not _ANY_SLOT_NAME.search(text):
+        return []
+    return [s.name for s in SLOTS if s.asked_as.search(text)]
+
+
+def is_request(sentence: str) -> bool:
+    """A direct request: a request phrase, or a question with a request verb that is not an offer."""
+    if REQUEST.search(sentence):
+        return True
+    return bool(_QUESTION.search(sentence) and _REQUEST_VERB.search(sentence) and not _OFFER.search(sentence))
+
+
+def asked_slots(sentence: str) -> list[str]:
+    """Slots a single assistant sentence asks for (a slot mention plus a request or need marker)."""
+    named = named_slots(sentence)
+    if not named:
+        return []
+    if "date_of_birth" in named and "date" in named:
+        named.remove("date")
+    return named if is_request(sentence) or NEED.search(sentence) else []
+
+
+def offered_values(slot_name: str, sentence: str) -> bool:
+    """True when the ask itself lists candidate values (a choice, not a re-ask)."""
+    if slot_name == "reservation_id":
+        return bool(_RESERVATION_SHAPE.search(sentence))
+    slot = SLOT_BY_NAME[slot_name]
+    pattern = slot.shaped or slot.bare
+    if slot_name in ("name", "date", "date_of_birth") or pattern is None:
+        return False
+    return bool(pattern.search(sentence))

@@ -1,0 +1,117 @@
+"""D8 `thread_stats`: raw numbers about a thread, with no score and no pass/fail.
+
+Abandonment: the conversation ends on a user message that is not a closing ("thanks", "bye"),
+or the last user message shows frustration or shouting (D5's lexicon).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.deterministic.user_friction import FRUSTRATION, shouting
+from tracing_eval.model import MetricResult, Scope, Thread
+
+NAME = "thread_stats"
+VERSION = "1"
+
+#: a last user message that closes the conversation is not abandonment
+CLOSING = re.compile(
+    r"^\W*(?:ok(?:ay)?|thanks?|thank you|thx|great|perfect|bye|goodbye|cheers|got it|that'?s all|no,? that'?s it)\b"
+    r"|\b(?:thank you|thanks|bye|goodbye|have a (?:good|great|nice) (?:day|one))\b[^?]*$|###STOP###",
+    re.IGNORECASE,
+)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in [0, 100]); None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    k = (len(xs) - 1) * q / 100
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def _total(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def stats(thread: Thread) -> dict[str, Any]:
+    messages = thread.messages
+    user = [m for m in messages if m.role == "user" and m.content.strip()]
+    assistant = [m for m in messages if m.role == "assistant"]
+    replies = [m for m in assistant if m.content.strip()]
+    calls = [tc for m in assistant for tc in m.tool_calls]
+    user_chars = sum(len(m.content) for m in user)
+    reply_chars = sum(len(m.content) for m in replies)
+    latencies = [
+        (t.ended_ns - t.started_ns) / 1e6
+        for t in thread.turns
+        if t.started_ns and t.ended_ns and t.ended_ns >= t.started_ns
+    ]
+    last = next(
+        (m for m in reversed(messages) if m.role in ("user", "assistant") and (m.content.strip() or m.tool_calls)), None
+    )
+    ends_with_user = last is not None and last.role == "user"
+    last_user = user[-1].content if user else ""
+    frustrated_end = bool(last_user and (FRUSTRATION.search(last_user) or shouting(last_user)))
+    turns = len(thread.turns)
+    p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
+    return {
+        "turns": turns,
+        "messages": len(messages),
+        "user_messages": len(user),
+        "assistant_messages": len(assistant),
+        "assistant_replies": len(replies),
+        "tool_calls": len(calls),
+        "tool_errors": sum(tc.failed for tc in calls),
+        "tool_calls_per_turn": round(len(calls) / turns, 4) if turns else 0.0,
+        "user_chars": user_chars,
+        "assistant_chars": reply_chars,
+        "assistant_user_length_ratio": round(reply_chars / user_chars, 4) if user_chars else None,
+        "latency_ms_p50": None if p50 is None else round(p50, 3),
+        "latency_ms_p95": None if p95 is None else round(p95, 3),
+        "latency_turns": len(latencies),
+        "input_tokens": _total([t.input_tokens for t in thread.turns]),
+        "output_tokens": _total([t.output_tokens for t in thread.turns]),
+        "ends_with_user": ends_with_user,
+        "abandoned": (ends_with_user and not CLOSING.search(last_user)) or frustrated_end,
+        "turn_errors": sum(1 for t in thread.turns if t.error),
+    }
+
+
+class ThreadStats:
+    """Thread-scope raw statistics: turns, messages, tool calls, latency, tokens, abandonment."""
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.spec = MetricSpec(
+            name=NAME,
+            version=VERSION,
+            tier="deterministic",
+            scopes=("thread",),
+            threshold=None,
+            description="Raw thread numbers (turns, messages, tool calls and errors, latency, tokens, abandonment).",
+        )
+
+    def evaluate(self, thread: Thread) -> list[MetricResult]:
+        evidence = stats(thread)
+        reason = f"{evidence['turns']} turns, {evidence['tool_calls']} tool calls ({evidence['tool_errors']} failed)"
+        if evidence["abandoned"]:
+            reason += "; the user left without a closing"
+        return [
+            MetricResult(
+                metric=NAME,
+                metric_version=VERSION,
+                scope=Scope.THREAD,
+                score=None,
+                passed=None,
+                threshold=None,
+                label=None,
+                reason=reason,
+                evidence=evidence,
+            )
+        ]

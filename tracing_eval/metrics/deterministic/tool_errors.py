@@ -1,0 +1,253 @@
+"""D4 `tool_errors`: failed tool calls, whether the agent recovered, and errors masked as success.
+
+Per turn with tool calls and per thread: score = 1 - unrecovered / calls, forced to 0 when an
+unrecovered error is masked (the reply claims success with no error or apology phrase), and capped
+by identical-call loops (3+ identical calls in a turn → 0.5, 6+ → 0). An error is recovered by a
+later success of the same tool: in the same turn for the turn result, anywhere later in the
+thread for the thread result (a retry after the user corrected a value is a recovery).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.deterministic.views import located
+from tracing_eval.model import MetricResult, Scope, Thread, ToolCall, Turn, not_applicable, score_result
+
+NAME = "tool_errors"
+VERSION = "1"
+DEFAULT_THRESHOLD = 0.7
+LOOP_HALF = 3
+LOOP_ZERO = 6
+ERROR_TEXT_LIMIT = 300
+
+SUCCESS = re.compile(
+    r"\bsuccessful(?:ly)?\b|\b(?:all )?done\b|\bcompleted?\b"
+    r"|\bi(?:'ve| have)\s+(?:\w+\s+)?(?:updated|cancell?ed|booked|changed|modified|processed|sent|created|added|"
+    r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed)\b"
+    r"|\b(?:has|have) been\s+(?:\w+\s+)?(?:updated|cancell?ed|booked|changed|modified|processed|sent|created|added|"
+    r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed|completed)\b"
+    r"|\bis (?:now )?(?:confirmed|booked|cancell?ed|all set)\b|\byou(?:'re| are) all set\b",
+    re.IGNORECASE,
+)
+ERROR_OR_APOLOGY = re.compile(
+    r"\bsorry\b|\bapologi[sz]e|\bunfortunately\b|\berror\b|\bfail(?:ed|ure|s)?\b|\bunable\b|\bissue\b|\bproblem\b"
+    r"|\bcould(?:n'?t| not)\b|\bcan(?:'?t|not)\b|\bdid(?:n'?t| not)\b|\bwas(?:n'?t| not)\b|\bdoes(?:n'?t| not)\b"
+    r"|\bis(?:n'?t| not)\b|\bnot (?:possible|able|available|allowed|eligible)\b|\bhowever\b|\bdeclined\b|\bdenied\b"
+    r"|\binvalid\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Call:
+    turn: int
+    position: int
+    index: int  # order of the call in the thread
+    call: ToolCall
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.call.name, canonical_args(self.call.arguments)
+
+    def as_evidence(self) -> dict[str, Any]:
+        return {
+            "name": self.call.name,
+            "arguments": json_safe(self.call.arguments),
+            "error": (self.call.error or "")[:ERROR_TEXT_LIMIT],
+            "position": self.position,
+            "turn": self.turn,
+            "call_id": self.call.id,
+        }
+
+
+def canonical_args(arguments: Any) -> str:
+    """Arguments as canonical JSON (sorted keys), so equal calls compare equal."""
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return repr(arguments)
+
+
+def json_safe(value: Any) -> Any:
+    """The value itself when it serialises to JSON, else its repr (evidence is stored as JSON)."""
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+def calls_of(thread: Thread) -> list[Call]:
+    """Every tool call in order, with the turn and position of the assistant message that made it."""
+    out: list[Call] = []
+    for item in located(thread):
+        if item.role == "assistant":
+            out.extend(Call(item.turn, item.position, len(out) + k, tc) for k, tc in enumerate(item.message.tool_calls))
+    return out
+
+
+def unrecovered(calls: list[Call], within_turn: bool) -> list[Call]:
+    """Failed calls with no later success of the same tool (in the same turn, or the rest of the thread)."""
+    out = []
+    for c in calls:
+        if not c.call.failed:
+            continue
+        later = (
+            d
+            for d in calls
+            if d.index > c.index and d.call.name == c.call.name and (not within_turn or d.turn == c.turn)
+        )
+        if not any(not d.call.failed for d in later):
+            out.append(c)
+    return out
+
+
+def repeated_failures(calls: list[Call]) -> list[dict[str, Any]]:
+    """The same (name, canonical args) failing on two or more consecutive attempts of that tool.
+
+    Calls to other tools in between (a `think` step, a calculator) do not break the run.
+    """
+    by_tool: dict[str, list[Call]] = {}
+    for c in calls:
+        by_tool.setdefault(c.call.name, []).append(c)
+    out: list[dict[str, Any]] = []
+    for attempts in by_tool.values():
+        k = 0
+        while k < len(attempts):
+            first = attempts[k]
+            j = k + 1
+            if first.call.failed:
+                while j < len(attempts) and attempts[j].call.failed and attempts[j].key == first.key:
+                    j += 1
+            if j - k >= 2:
+                out.append(
+                    {
+                        "name": first.call.name,
+                        "arguments": json_safe(first.call.arguments),
+                        "count": j - k,
+                        "positions": [x.position for x in attempts[k:j]],
+                    }
+                )
+            k = j
+    out.sort(key=lambda r: r["positions"][0])
+    return out
+
+
+def loop_cap(calls: list[Call]) -> tuple[float, int]:
+    """(score cap, largest identical-call count within one turn)."""
+    counts = Counter((c.turn, c.key) for c in calls)
+    most = max(counts.values(), default=0)
+    if most >= LOOP_ZERO:
+        return 0.0, most
+    if most >= LOOP_HALF:
+        return 0.5, most
+    return 1.0, most
+
+
+def masks_error(turn: Turn, turn_unrecovered: list[Call]) -> bool:
+    """An unrecovered error in the turn, and a reply that claims success without an error/apology phrase."""
+    if not turn_unrecovered:
+        return False
+    reply = turn.assistant_text
+    return bool(reply and SUCCESS.search(reply) and not ERROR_OR_APOLOGY.search(reply))
+
+
+def _label(score: float, failed: int, masked: bool, repeated: bool, unrec: int, identical: int) -> str:
+    if failed == 0 and identical < LOOP_HALF:
+        return "none"
+    if masked or score < 0.5:
+        return "high"
+    if unrec or repeated or score < 1.0:
+        return "medium"
+    return "low"
+
+
+class ToolErrors:
+    """Tool-call failures per turn and per thread; not applicable without tool calls."""
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.spec = MetricSpec(
+            name=NAME,
+            version=VERSION,
+            tier="deterministic",
+            scopes=("turn", "thread"),
+            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
+            description="Failed tool calls, repeated failures, unrecovered errors and errors masked as success.",
+        )
+
+    def evaluate(self, thread: Thread) -> list[MetricResult]:
+        calls = calls_of(thread)
+        if not calls:
+            return [not_applicable(NAME, "the thread has no tool calls", version=VERSION)]
+        results: list[MetricResult] = []
+        masked_turns: list[int] = []
+        for turn in thread.turns:
+            here = [c for c in calls if c.turn == turn.index]
+            if not here:
+                continue
+            turn_unrec = unrecovered(here, within_turn=True)
+            masked = masks_error(turn, turn_unrec)
+            if masked:
+                masked_turns.append(turn.index)
+            results.append(self._result(here, turn_unrec, masked, Scope.TURN, turn.index))
+        thread_unrec = unrecovered(calls, within_turn=False)
+        results.append(self._result(calls, thread_unrec, bool(masked_turns), Scope.THREAD, None, masked_turns))
+        return results
+
+    def _result(
+        self,
+        calls: list[Call],
+        unrec: list[Call],
+        masked: bool,
+        scope: Scope,
+        turn_index: int | None,
+        masked_turns: list[int] | None = None,
+    ) -> MetricResult:
+        failed = [c for c in calls if c.call.failed]
+        repeated = repeated_failures(calls)
+        cap, identical = loop_cap(calls)
+        score = 0.0 if masked else min(cap, 1.0 - len(unrec) / len(calls))
+        label = _label(score, len(failed), masked, bool(repeated), len(unrec), identical)
+        evidence: dict[str, Any] = {
+            "tool_calls": len(calls),
+            "errors": len(failed),
+            "error_rate": round(len(failed) / len(calls), 4),
+            "failed_calls": [c.as_evidence() for c in failed],
+            "unrecovered": [c.position for c in unrec],
+            "repeated_failure": repeated,
+            "masked_error": masked,
+            "max_identical_calls": identical,
+        }
+        if masked_turns is not None:
+            evidence["masked_turns"] = masked_turns
+        return score_result(
+            NAME,
+            score,
+            threshold=self.spec.threshold,
+            scope=scope,
+            turn_index=turn_index,
+            label=label,
+            reason=_reason(len(calls), len(failed), len(unrec), masked, repeated, identical),
+            evidence=evidence,
+            version=VERSION,
+        )
+
+
+def _reason(t: int, failed: int, unrec: int, masked: bool, repeated: list[dict[str, Any]], identical: int) -> str:
+    if failed == 0 and identical < LOOP_HALF:
+        return f"{t} tool call(s), none failed"
+    parts = [f"{failed} of {t} tool call(s) failed, {unrec} never recovered"]
+    if repeated:
+        parts.append(f"{len(repeated)} repeated failure(s) with the same arguments")
+    if identical >= LOOP_HALF:
+        parts.append(f"the same call was made {identical} times in one turn")
+    if masked:
+        parts.append("the reply claims success despite the error")
+    return "; ".join(parts)

@@ -1,0 +1,44 @@
+"""Flat, positioned views of a thread's messages, as the deterministic checks read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracing_eval.model import Message, Thread
+
+
+@dataclass(frozen=True)
+class Located:
+    """A message with the turn it belongs to and its transcript position."""
+
+    turn: int
+    position: int
+    message: Message
+
+    @property
+    def role(self) -> str:
+        return self.message.role
+
+    @property
+    def text(self) -> str:
+        return self.message.content
+
+
+def located(thread: Thread) -> list[Located]:
+    """Every message in order; a missing `Message.position` falls back to the running index."""
+    out: list[Located] = []
+    for turn in thread.turns:
+        for m in turn.messages:
+            pos = m.position if m.position is not None else len(out)
+            out.append(Located(turn.index, pos, m))
+    return out
+
+
+def replies(thread: Thread) -> list[Located]:
+    """Assistant messages that carry text (tool-call-only messages are skipped)."""
+    return [x for x in located(thread) if x.role == "assistant" and x.text.strip()]
+
+
+def user_text_by_turn(thread: Thread) -> dict[int, str]:
+    """The user's text of every turn, by turn index."""
+    return {t.index: t.user_text for t in thread.turns}
