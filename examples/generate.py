@@ -31,11 +31,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # for tests.fakes
 
 import openai  # noqa: E402
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-
 from conversations import CONVERSATIONS, scripts  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
 from otlp_capture import CaptureEndpoint  # noqa: E402
 from support_bot import AGENT_NAME, NoTelemetry, Telemetry, run_conversation  # noqa: E402
+
 from tests.fakes.openai_server import FakeOpenAIServer, ScriptedHandler  # noqa: E402
 
 VARIANTS = {"otel-genai": "telemetry_genai", "openinference": "telemetry_openinference"}
@@ -72,7 +72,9 @@ def run_variant(variant: str, out: Path) -> None:
     """One instrumented run, in this process, writing `out/<variant>.otlp.jsonl`."""
     module = importlib.import_module(VARIANTS[variant])
     os.environ.update(module.ENV)
-    resource = Resource.create({"service.name": AGENT_NAME, "service.version": "1.0.0", "deployment.environment.name": "example"})
+    resource = Resource.create(
+        {"service.name": AGENT_NAME, "service.version": "1.0.0", "deployment.environment.name": "example"}
+    )
     handler = ScriptedHandler(scripts())
     with CaptureEndpoint(out / output_name(variant)) as capture, FakeOpenAIServer(handler) as llm:
         telemetry, pipeline = module.setup(capture.endpoint, resource)

@@ -22,21 +22,47 @@ SYSTEM_PROMPT = (
 )
 
 ORDERS: dict[str, dict[str, Any]] = {
-    "A48213": {"status": "shipped", "items": ["Trail running shoes"], "carrier": "UPS",
-               "tracking_number": "1Z84A4821300000001", "shipped_on": "2026-11-22", "total": "129.00 USD"},
-    "B20417": {"status": "in_transit", "items": ["Ceramic pour-over set"], "carrier": "DHL",
-               "tracking_number": "JD014600004127", "shipped_on": "2026-11-23", "total": "42.00 USD"},
+    "A48213": {
+        "status": "shipped",
+        "items": ["Trail running shoes"],
+        "carrier": "UPS",
+        "tracking_number": "1Z84A4821300000001",
+        "shipped_on": "2026-11-22",
+        "total": "129.00 USD",
+    },
+    "B20417": {
+        "status": "in_transit",
+        "items": ["Ceramic pour-over set"],
+        "carrier": "DHL",
+        "tracking_number": "JD014600004127",
+        "shipped_on": "2026-11-23",
+        "total": "42.00 USD",
+    },
     "C33051": {"status": "processing", "items": ["Merino wool sweater, size M"], "total": "89.00 USD"},
-    "E90324": {"status": "shipped", "items": ["Insulated water bottle"], "carrier": "USPS",
-               "tracking_number": "9400100000000000090324", "shipped_on": "2026-11-25", "total": "64.50 USD"},
-    "F11876": {"status": "returned", "items": ["Rain jacket"], "return_received": "2026-11-12",
-               "refund_status": "pending", "total": "110.00 USD"},
+    "E90324": {
+        "status": "shipped",
+        "items": ["Insulated water bottle"],
+        "carrier": "USPS",
+        "tracking_number": "9400100000000000090324",
+        "shipped_on": "2026-11-25",
+        "total": "64.50 USD",
+    },
+    "F11876": {
+        "status": "returned",
+        "items": ["Rain jacket"],
+        "return_received": "2026-11-12",
+        "refund_status": "pending",
+        "total": "110.00 USD",
+    },
 }
 SHIPMENTS: dict[str, dict[str, Any]] = {
     "JD014600004127": {"status": "in_transit", "location": "Leipzig hub", "estimated_delivery": "2026-11-28"},
     "1Z7Y93E50318834112": {"status": "out_for_delivery", "location": "Denver, CO", "estimated_delivery": "2026-11-26"},
-    "1Z84A4821300000001": {"status": "exception", "location": "Columbus, OH",
-                           "detail": "Delivery attempt failed: address not found"},
+    "1Z84A4821300000001": {
+        "status": "exception",
+        "location": "Columbus, OH",
+        "detail": "Delivery attempt failed: address not found",
+    },
 }
 
 
@@ -78,10 +104,18 @@ def _function(name: str, description: str, properties: dict[str, Any], required:
 _ORDER_ID = {"type": "string"}
 TOOL_DEFINITIONS: list[dict[str, Any]] = [
     _function("lookup_order", "Get an order's status and shipping details.", {"order_id": _ORDER_ID}, ["order_id"]),
-    _function("cancel_order", "Cancel an order that has not shipped yet.",
-              {"order_id": _ORDER_ID, "reason": {"type": "string"}}, ["order_id"]),
-    _function("track_shipment", "Locate a parcel and estimate delivery.",
-              {"tracking_number": {"type": "string"}}, ["tracking_number"]),
+    _function(
+        "cancel_order",
+        "Cancel an order that has not shipped yet.",
+        {"order_id": _ORDER_ID, "reason": {"type": "string"}},
+        ["order_id"],
+    ),
+    _function(
+        "track_shipment",
+        "Locate a parcel and estimate delivery.",
+        {"tracking_number": {"type": "string"}},
+        ["tracking_number"],
+    ),
 ]
 TOOL_SCHEMAS = {d["function"]["name"]: d["function"] for d in TOOL_DEFINITIONS}
 
@@ -143,7 +177,11 @@ def _complete(client: openai.OpenAI, messages: list[dict[str, Any]], stream: boo
         out: dict[str, Any] = {"role": "assistant", "content": msg.content}
         if msg.tool_calls:
             out["tool_calls"] = [
-                {"id": tc.id, "type": "function", "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
+                {
+                    "id": tc.id,
+                    "type": "function",
+                    "function": {"name": tc.function.name, "arguments": tc.function.arguments},
+                }
                 for tc in msg.tool_calls
             ]
         return out
@@ -153,7 +191,9 @@ def _complete(client: openai.OpenAI, messages: list[dict[str, Any]], stream: boo
         for choice in chunk.choices:
             text.append(choice.delta.content or "")
             for d in choice.delta.tool_calls or []:
-                call = calls.setdefault(d.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                call = calls.setdefault(
+                    d.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 call["id"] = d.id or call["id"]
                 if d.function:
                     call["function"]["name"] += d.function.name or ""
@@ -184,6 +224,8 @@ def run_conversation(
                 if not reply.get("tool_calls"):
                     break
                 for call in reply["tool_calls"]:
-                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": execute_tool(telemetry, call)})
+                    messages.append(
+                        {"role": "tool", "tool_call_id": call["id"], "content": execute_tool(telemetry, call)}
+                    )
             turn.answer(messages[-1].get("content") or "")
     return messages

@@ -25,7 +25,6 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.util.genai.handler import TelemetryHandler
 from opentelemetry.util.genai.invocation import LocalAgentInvocation, ToolInvocation
 from opentelemetry.util.genai.types import InputMessage, OutputMessage, TextPart
-
 from support_bot import AGENT_NAME, MODEL, SYSTEM_PROMPT, TOOL_SCHEMAS
 
 ENV = {

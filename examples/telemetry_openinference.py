@@ -20,7 +20,6 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Status, StatusCode
-
 from support_bot import AGENT_NAME, TOOL_SCHEMAS
 
 ENV: dict[str, str] = {}
@@ -50,9 +49,12 @@ class OpenInferenceTelemetry:
 
     @contextmanager
     def turn(self, conversation_id: str, user_text: str) -> Iterator[_Turn]:
-        with using_session(conversation_id), self.tracer.start_as_current_span(
-            AGENT_NAME, openinference_span_kind="agent", attributes={SpanAttributes.AGENT_NAME: AGENT_NAME}
-        ) as span:
+        with (
+            using_session(conversation_id),
+            self.tracer.start_as_current_span(
+                AGENT_NAME, openinference_span_kind="agent", attributes={SpanAttributes.AGENT_NAME: AGENT_NAME}
+            ) as span,
+        ):
             span.set_input(user_text, mime_type=OpenInferenceMimeTypeValues.TEXT)
             yield _Turn(span)
             span.set_status(Status(StatusCode.OK))
@@ -88,4 +90,3 @@ def setup(endpoint: str, resource: Resource) -> tuple[OpenInferenceTelemetry, Pi
     OpenAIInstrumentor().instrument(tracer_provider=tracer_provider)
     tracer = tracer_provider.get_tracer(AGENT_NAME, "1.0.0")
     return OpenInferenceTelemetry(tracer), Pipeline(tracer_provider)
-

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from examples.otlp_capture import ids_to_hex
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -16,34 +15,58 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
+from examples.otlp_capture import ids_to_hex
 
-def genai_turn_spans(conversation: str, user: str, answer: str, history: list[dict[str, Any]] | None = None,
-                     tool_error: str | None = None) -> Any:
+
+def genai_turn_spans(
+    conversation: str,
+    user: str,
+    answer: str,
+    history: list[dict[str, Any]] | None = None,
+    tool_error: str | None = None,
+) -> Any:
     """One turn as the OTel GenAI instrumentation records it: invoke_agent root, chat child, optional tool."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test")
     messages = list(history or []) + [{"role": "user", "parts": [{"type": "text", "content": user}]}]
-    with tracer.start_as_current_span("invoke_agent support", attributes={
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": conversation, "gen_ai.agent.name": "support"}):
-        if tool_error is not None:
-            with tracer.start_as_current_span("execute_tool lookup_order", attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup_order",
-                "gen_ai.tool.call.id": "call_1", "error.type": "LookupError"}) as tool:
-                tool.set_status(Status(StatusCode.ERROR, tool_error))
-        with tracer.start_as_current_span("chat gpt-4o-mini", attributes={
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": "openai",
-            "gen_ai.request.model": "gpt-4o-mini",
+    with tracer.start_as_current_span(
+        "invoke_agent support",
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
             "gen_ai.conversation.id": conversation,
-            "gen_ai.input.messages": json.dumps(
-                [{"role": "system", "parts": [{"type": "text", "content": "You are a support bot."}]}] + messages),
-            "gen_ai.output.messages": json.dumps(
-                [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]),
-            "gen_ai.usage.input_tokens": 42,
-            "gen_ai.usage.output_tokens": 7,
-        }):
+            "gen_ai.agent.name": "support",
+        },
+    ):
+        if tool_error is not None:
+            with tracer.start_as_current_span(
+                "execute_tool lookup_order",
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "lookup_order",
+                    "gen_ai.tool.call.id": "call_1",
+                    "error.type": "LookupError",
+                },
+            ) as tool:
+                tool.set_status(Status(StatusCode.ERROR, tool_error))
+        with tracer.start_as_current_span(
+            "chat gpt-4o-mini",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": "gpt-4o-mini",
+                "gen_ai.conversation.id": conversation,
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "system", "parts": [{"type": "text", "content": "You are a support bot."}]}] + messages
+                ),
+                "gen_ai.output.messages": json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
+                ),
+                "gen_ai.usage.input_tokens": 42,
+                "gen_ai.usage.output_tokens": 7,
+            },
+        ):
             pass
     provider.shutdown()
     return exporter.get_finished_spans()
@@ -61,7 +84,9 @@ def details_log_request(trace_id: int, span_id: int, user: str, answer: str) -> 
     exporter = InMemoryLogRecordExporter()
     provider = LoggerProvider()
     provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
-    ctx = trace.set_span_in_context(NonRecordingSpan(SpanContext(trace_id, span_id, True, TraceFlags(TraceFlags.SAMPLED))))
+    ctx = trace.set_span_in_context(
+        NonRecordingSpan(SpanContext(trace_id, span_id, True, TraceFlags(TraceFlags.SAMPLED)))
+    )
     provider.get_logger("test").emit(
         context=ctx,
         event_name="gen_ai.client.inference.operation.details",

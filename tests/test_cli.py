@@ -39,7 +39,10 @@ def check_contract(record: dict[str, Any], source_turns: list[dict[str, Any]]) -
 
 
 def test_eval_jsonl_follows_the_contract_on_the_example_transcripts(settings: Any) -> None:
-    source = {json.loads(x)["thread_id"]: json.loads(x)["turns"] for x in (EXAMPLES / "transcripts.jsonl").read_text().splitlines()}
+    source = {
+        json.loads(x)["thread_id"]: json.loads(x)["turns"]
+        for x in (EXAMPLES / "transcripts.jsonl").read_text().splitlines()
+    }
     res = invoke("eval", str(EXAMPLES / "transcripts.jsonl"), "--format", "jsonl")
     assert res.exit_code == 0, res.output
     records = {r["thread_id"]: r for r in jsonl(res.stdout)}
@@ -64,7 +67,7 @@ def test_eval_runs_the_datasets_to_the_end(settings: Any, tmp_path: Path, name: 
     assert res.exit_code == 0, res.output
     records = jsonl(res.stdout)
     assert len(records) == threads and out.read_text() == res.stdout
-    for rec, src in zip(records, source):
+    for rec, src in zip(records, source, strict=True):
         assert rec["thread_id"] == src["thread_id"]
         check_contract(rec, src["turns"])
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tracing_eval.config import ConfigError, Settings, load_settings
 from tests.conftest import REPO
+from tracing_eval.config import ConfigError, Settings, load_settings
 
 
 def test_defaults_need_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,7 +40,10 @@ def test_working_folder_file_is_read_by_default(tmp_path: Path, monkeypatch: pyt
 @pytest.mark.parametrize(
     ("text", "needles"),
     [
-        ("[schedule]\ntick_secnds = 3\n", ["schedule.tick_secnds", "unknown key", "TRACING_EVAL_SCHEDULE__TICK_SECNDS"]),
+        (
+            "[schedule]\ntick_secnds = 3\n",
+            ["schedule.tick_secnds", "unknown key", "TRACING_EVAL_SCHEDULE__TICK_SECNDS"],
+        ),
         ("[metrics.thresholds]\nrepetition = 1.5\n", ["metrics.thresholds", "within [0, 1]"]),
         ('[http]\naddress = "localhost"\n', ["http.address", "HOST:PORT"]),
         ("[schedule]\ntick_seconds = -1\n", ["schedule.tick_seconds", "greater than 0"]),
@@ -70,5 +73,8 @@ def test_example_config_documents_every_key_with_its_default() -> None:
             documented = f"{key} =" in text or f"[{section}.{key}]" in text
             assert documented, f"config.example.toml does not document [{section}] {key}"
             if key in parsed.get(section, {}):
-                assert parsed[section][key] == (value if not isinstance(value, list) else [str(v) for v in value]), (section, key)
+                assert parsed[section][key] == (value if not isinstance(value, list) else [str(v) for v in value]), (
+                    section,
+                    key,
+                )
     assert load_settings(REPO / "config.example.toml").model_dump() == Settings().model_dump()

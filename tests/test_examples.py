@@ -190,7 +190,9 @@ def test_transcripts_follow_the_eval_schema() -> None:
         assert len(thread.turns) == turns and thread.system_prompt
         calls = [tc for turn in thread.turns for m in turn.messages for tc in m.tool_calls]
         assert tuple(tc.name for tc in calls) == tools
-        assert [tc.name for tc in calls if tc.failed] == (["cancel_order"] if conv_id == "support-cancel-failed" else [])
+        assert [tc.name for tc in calls if tc.failed] == (
+            ["cancel_order"] if conv_id == "support-cancel-failed" else []
+        )
     first_user = threads["support-reask-order"].turns[0].messages[0]
     assert first_user.role == "user" and "A48213" in first_user.content
 

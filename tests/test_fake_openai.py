@@ -29,9 +29,10 @@ MODEL = "gpt-4o-mini"
 
 @contextmanager
 def serve(handler: Handler) -> Iterator[tuple[FakeOpenAIServer, openai.OpenAI]]:
-    with FakeOpenAIServer(handler) as server, openai.OpenAI(
-        base_url=server.base_url, api_key="test", max_retries=0
-    ) as client:
+    with (
+        FakeOpenAIServer(handler) as server,
+        openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0) as client,
+    ):
         yield server, client
 
 
@@ -61,7 +62,11 @@ def test_text_reply_with_usage_and_recorded_request() -> None:
 
 
 def test_tool_calls_have_stable_ids_and_json_arguments() -> None:
-    script = [Reply(tool_calls=[ToolCall("lookup_order", {"order_id": "A48213"}), ToolCall("track_shipment", "{}", id="call_x")])]
+    script = [
+        Reply(
+            tool_calls=[ToolCall("lookup_order", {"order_id": "A48213"}), ToolCall("track_shipment", "{}", id="call_x")]
+        )
+    ]
     replies = []
     for _ in range(2):
         with serve(ScriptedHandler({"Where is A48213?": list(script)})) as (_, client):
@@ -103,14 +108,18 @@ def test_streaming_text_tool_calls_usage_and_done() -> None:
             finish = c.choices[0].finish_reason
         assert names == "track_shipment" and json.loads(args) == {"tracking_number": "1Z7Y93E50318834112"}
         assert len(ids) == 1 and finish == "tool_calls"
-        raw = httpx.post(f"{server.base_url}/chat/completions", json={"model": MODEL, "messages": user("x"), "stream": True})
+        raw = httpx.post(
+            f"{server.base_url}/chat/completions", json={"model": MODEL, "messages": user("x"), "stream": True}
+        )
     assert raw.status_code == 500  # no script for "x"; streaming errors are plain JSON errors
     assert "no scripted reply" in raw.json()["error"]["message"]
 
 
 def test_sse_stream_ends_with_done() -> None:
     with FakeOpenAIServer(lambda req: Reply("a b c")) as server:
-        resp = httpx.post(f"{server.base_url}/chat/completions", json={"model": MODEL, "messages": user("x"), "stream": True})
+        resp = httpx.post(
+            f"{server.base_url}/chat/completions", json={"model": MODEL, "messages": user("x"), "stream": True}
+        )
     assert resp.headers["content-type"].startswith("text/event-stream")
     events = [line.removeprefix("data: ") for line in resp.text.splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
@@ -129,17 +138,19 @@ def test_rate_limit_surfaces_as_rate_limit_error_with_retry_after() -> None:
 
 def test_client_retries_after_429_and_succeeds() -> None:
     script = {"Hi": [Reply.rate_limited(retry_after=0.05), Reply("ok")]}
-    with FakeOpenAIServer(ScriptedHandler(script)) as server, openai.OpenAI(
-        base_url=server.base_url, api_key="test", max_retries=1
-    ) as client:
+    with (
+        FakeOpenAIServer(ScriptedHandler(script)) as server,
+        openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=1) as client,
+    ):
         assert client.chat.completions.create(model=MODEL, messages=user("Hi")).choices[0].message.content == "ok"
     assert [e.status for e in server.requests] == [429, 200]
 
 
 def test_delay_beyond_client_timeout_raises_timeout() -> None:
-    with FakeOpenAIServer(lambda req: Reply("late", delay=1.0)) as server, openai.OpenAI(
-        base_url=server.base_url, api_key="test", max_retries=0, timeout=0.2
-    ) as client:
+    with (
+        FakeOpenAIServer(lambda req: Reply("late", delay=1.0)) as server,
+        openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0, timeout=0.2) as client,
+    ):
         with pytest.raises(openai.APITimeoutError):
             client.chat.completions.create(model=MODEL, messages=user("Hi"))
         deadline = time.monotonic() + 2
@@ -205,8 +216,10 @@ async def test_async_client_concurrent_conversations_and_stream() -> None:
             async def converse(i: int) -> list[str]:
                 history = user(f"conversation {i}")
                 first = await client.chat.completions.create(model=MODEL, messages=history)
-                history += [{"role": "assistant", "content": first.choices[0].message.content or ""},
-                            {"role": "user", "content": "and then?"}]
+                history += [
+                    {"role": "assistant", "content": first.choices[0].message.content or ""},
+                    {"role": "user", "content": "and then?"},
+                ]
                 stream = await client.chat.completions.create(model=MODEL, messages=history, stream=True)
                 second = "".join([c.choices[0].delta.content or "" async for c in stream])
                 return [first.choices[0].message.content or "", second]

@@ -24,7 +24,9 @@ JS = {"content-type": "application/json"}
 
 
 def client(receiver: OtlpReceiver) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=Starlette(routes=receiver.routes())), base_url="http://receiver")
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=Starlette(routes=receiver.routes())), base_url="http://receiver"
+    )
 
 
 @pytest.fixture
@@ -55,7 +57,9 @@ async def test_logs_are_joined_to_spans(store: SqlStore, spans: Any) -> None:
     rx = OtlpReceiver(store, ReceiverSettings())
     chat = next(s for s in spans if s.name.startswith("chat"))
     async with client(rx) as c:
-        assert (await c.post("/v1/traces", content=trace_request(spans).SerializeToString(), headers=PB)).status_code == 200
+        assert (
+            await c.post("/v1/traces", content=trace_request(spans).SerializeToString(), headers=PB)
+        ).status_code == 200
         logs = details_log_request(chat.context.trace_id, chat.context.span_id, "hi", "hello")
         r = await c.post("/v1/logs", content=logs.SerializeToString(), headers=PB)
     assert r.status_code == 200
@@ -70,7 +74,12 @@ async def test_logs_are_joined_to_spans(store: SqlStore, spans: Any) -> None:
     [
         (b"\x0a\xff\xff\xff", PB, 400, "not a valid ExportTraceServiceRequest"),
         (b"{not json", JS, 400, "not valid JSON"),
-        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "00"}]}]}]}', JS, 400, "not a hex string"),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "00"}]}]}]}',
+            JS,
+            400,
+            "not a hex string",
+        ),
         (b'{"resourceSpans": "nope"}', JS, 400, "does not match"),
         (b"\x1f\x8b\x08garbage", {**PB, "content-encoding": "gzip"}, 400, "not valid gzip"),
         (b"x", {**PB, "content-encoding": "br"}, 400, "unsupported Content-Encoding"),

@@ -36,7 +36,9 @@ def free_port() -> int:
 
 
 def cli(*args: str, env: dict[str, str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "tracing_eval", *args], env=env, cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracing_eval", *args], env=env, cwd=cwd, capture_output=True, text=True
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"tracing-eval {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -53,8 +55,14 @@ def sidecar(tmp_path: Path) -> Iterator[dict[str, Any]]:
         "TRACING_EVAL_SCHEDULE__THREAD_IDLE_SECONDS": "1.5",
         "TRACING_EVAL_LOGGING__FORMAT": "json",
     }
-    proc = subprocess.Popen([sys.executable, "-m", "tracing_eval", "run", "--source", "otlp-http", "--http", f"127.0.0.1:{port}"],
-                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracing_eval", "run", "--source", "otlp-http", "--http", f"127.0.0.1:{port}"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + LIVENESS_DEADLINE
     while True:
@@ -90,21 +98,31 @@ def wait_for(sidecar: dict[str, Any], predicate: Any) -> list[dict[str, Any]]:
 def test_real_exporters_to_running_sidecar_get_threads_scored(sidecar: dict[str, Any]) -> None:
     base = sidecar["base"]
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces", compression=Compression.Gzip)))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces", compression=Compression.Gzip))
+    )
     logs = LoggerProvider()
     logs.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(endpoint=f"{base}/v1/logs")))
     tracer = provider.get_tracer("app")
     history: list[dict[str, Any]] = []
     answers = ["Your order A48213 ships tomorrow.", "Could you please provide your order number?"]
-    for user, answer in zip(["Where is order A48213?", "And when will it arrive?"], answers):
-        with tracer.start_as_current_span("invoke_agent support", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "e2e-1"}):
+    for user, answer in zip(["Where is order A48213?", "And when will it arrive?"], answers, strict=True):
+        with tracer.start_as_current_span(
+            "invoke_agent support",
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "e2e-1"},
+        ):
             msgs = history + [{"role": "user", "parts": [{"type": "text", "content": user}]}]
-            with tracer.start_as_current_span("chat gpt-4o-mini", attributes={
-                    "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+            with tracer.start_as_current_span(
+                "chat gpt-4o-mini",
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.provider.name": "openai",
                     "gen_ai.input.messages": json.dumps(msgs),
-                    "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": answer}],
-                                                           "finish_reason": "stop"}])}):
+                    "gen_ai.output.messages": json.dumps(
+                        [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
+                    ),
+                },
+            ):
                 pass
         history = msgs + [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}]
     assert provider.force_flush() and logs.force_flush()
@@ -113,10 +131,14 @@ def test_real_exporters_to_running_sidecar_get_threads_scored(sidecar: dict[str,
 
     # the same conversation shape over OTLP/JSON (hex ids), as the JSON exporter sends it
     body = gzip.compress(json.dumps(to_otlp_json(trace_request(genai_turn_spans("e2e-json", "hi", "hello")))).encode())
-    r = httpx.post(f"{base}/v1/traces", content=body, headers={"content-type": "application/json", "content-encoding": "gzip"})
+    r = httpx.post(
+        f"{base}/v1/traces", content=body, headers={"content-type": "application/json", "content-encoding": "gzip"}
+    )
     assert r.status_code == 200 and r.json() == {}
 
-    records = wait_for(sidecar, lambda recs: {"otlp:e2e-1", "otlp:e2e-json"} <= {x["thread_key"] for x in recs if x["metrics"]})
+    records = wait_for(
+        sidecar, lambda recs: {"otlp:e2e-1", "otlp:e2e-json"} <= {x["thread_key"] for x in recs if x["metrics"]}
+    )
     e2e = next(x for x in records if x["thread_key"] == "otlp:e2e-1")
     assert len(e2e["turns"]) == 2
     assert e2e["metrics"]["reask"]["passed"] is False

@@ -18,7 +18,9 @@ T0 = 1_000_000.0
 
 
 def span(trace: str, sid: str, parent: str | None = None, start: int = 1) -> Span:
-    return Span(trace_id=trace.ljust(32, "0"), span_id=sid.ljust(16, "0"), parent_id=parent, name="chat", start_ns=start)
+    return Span(
+        trace_id=trace.ljust(32, "0"), span_id=sid.ljust(16, "0"), parent_id=parent, name="chat", start_ns=start
+    )
 
 
 def batch(*spans: Span, conv: str | None = None, events: list[Any] | None = None) -> IngestBatch:
@@ -27,7 +29,9 @@ def batch(*spans: Span, conv: str | None = None, events: list[Any] | None = None
 
 
 def result(metric: str = "m", score: float = 1.0, turn: int | None = None) -> MetricResult:
-    return score_result(metric, score, threshold=0.7, scope=Scope.TURN if turn is not None else Scope.THREAD, turn_index=turn)
+    return score_result(
+        metric, score, threshold=0.7, scope=Scope.TURN if turn is not None else Scope.THREAD, turn_index=turn
+    )
 
 
 async def test_ingest_versions_threads_and_dedupes_spans(store: SqlStore) -> None:
@@ -95,7 +99,17 @@ async def test_new_span_after_evaluation_makes_a_new_version(store: SqlStore) ->
 async def test_outbox_rows_only_for_changed_results_and_review_once_per_version(store: SqlStore) -> None:
     await store.ingest(batch(span("a", "1"), conv="c"), T0)
     [c] = await store.claim("w", T0 + 400, READY, 10, 30)
-    reasons = [{"metric": "m", "target": "thread", "score": 0.0, "threshold": 0.7, "label": None, "status": "ok", "reason": "x"}]
+    reasons = [
+        {
+            "metric": "m",
+            "target": "thread",
+            "score": 0.0,
+            "threshold": 0.7,
+            "label": None,
+            "status": "ok",
+            "reason": "x",
+        }
+    ]
     out = [Outgoing("r1", "thread", result(score=0.0)), Outgoing("r2", "trace:a", result("t", 1.0, turn=0))]
     assert await store.record(c, out, reasons, ["hook"], T0 + 401)
     rows = await store.pending_outbox("hook", T0 + 402, 100)
@@ -108,7 +122,11 @@ async def test_outbox_rows_only_for_changed_results_and_review_once_per_version(
     assert await store.record(c2, out2, reasons, ["hook"], T0 + 901)
     rows = await store.pending_outbox("hook", T0 + 902, 100)
     assert sorted((r.kind, r.ref) for r in rows) == [
-        ("result", "r1"), ("result", "r1"), ("result", "r2"), ("review", "otlp:c@1"), ("review", "otlp:c@2")
+        ("result", "r1"),
+        ("result", "r1"),
+        ("result", "r2"),
+        ("review", "otlp:c@1"),
+        ("review", "otlp:c@2"),
     ]
     items = await store.review_items(None)
     assert [(i.thread_version, i.status) for i in items] == [(1, "superseded"), (2, "open")]

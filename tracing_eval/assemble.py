@@ -15,7 +15,6 @@ from tracing_eval.model import Message, Span, Thread, ToolCall, Turn
 from tracing_eval.text import looks_like_tool_error
 from tracing_eval.transcripts import link_tool_results
 
-
 _IO = tuple[list[Message], list[Message]]  # (input messages, output messages) of one span
 
 

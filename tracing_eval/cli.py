@@ -54,8 +54,13 @@ def friendly_errors(fn: F) -> F:
 
 
 def config_option(fn: F) -> F:
-    return click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
-                        help="TOML config file (default: ./tracing-eval.toml if present).")(fn)
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="TOML config file (default: ./tracing-eval.toml if present).",
+    )(fn)
 
 
 def _settings(config_path: Path | None, **overrides: Any) -> Settings:
@@ -78,9 +83,13 @@ def main() -> None:
 @click.option("--once", is_flag=True, help="Run one tick over the sources, treating all input as settled, then exit.")
 @click.option("--source", "sources", multiple=True, metavar="SPEC", help="otlp-http or otlp-file:PATH (repeatable).")
 @click.option("--sink", "sinks", multiple=True, metavar="NAME", help="Result sinks (repeatable); local is always on.")
-@click.option("--http", "http", default=None, metavar="HOST:PORT", help="Address of the HTTP server (default 127.0.0.1:4318).")
+@click.option(
+    "--http", "http", default=None, metavar="HOST:PORT", help="Address of the HTTP server (default 127.0.0.1:4318)."
+)
 @friendly_errors
-def run(config_path: Path | None, once: bool, sources: tuple[str, ...], sinks: tuple[str, ...], http: str | None) -> None:
+def run(
+    config_path: Path | None, once: bool, sources: tuple[str, ...], sinks: tuple[str, ...], http: str | None
+) -> None:
     """Run the sidecar: receive and pull spans, evaluate ready threads, write results."""
     from tracing_eval import worker
 
@@ -163,14 +172,40 @@ def _read_threads(path: Path, bad: list[str]) -> Iterator[Any]:
 @main.command("eval")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @config_option
-@click.option("--metrics", "metric_names", default=None, help="Comma-separated metric names (default: the configured set).")
+@click.option(
+    "--metrics", "metric_names", default=None, help="Comma-separated metric names (default: the configured set)."
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl"]), default="table", show_default=True)
-@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write JSON lines here (usable as --baseline).")
-@click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="A file written by --out to compare against.")
-@click.option("--tolerance", type=float, default=0.03, show_default=True, help="Allowed drop of a metric's dataset mean below the baseline.")
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write JSON lines here (usable as --baseline).",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A file written by --out to compare against.",
+)
+@click.option(
+    "--tolerance",
+    type=float,
+    default=0.03,
+    show_default=True,
+    help="Allowed drop of a metric's dataset mean below the baseline.",
+)
 @friendly_errors
-def eval_cmd(file: Path, config_path: Path | None, metric_names: str | None, fmt: str, out_path: Path | None,
-             baseline: Path | None, tolerance: float) -> None:
+def eval_cmd(
+    file: Path,
+    config_path: Path | None,
+    metric_names: str | None,
+    fmt: str,
+    out_path: Path | None,
+    baseline: Path | None,
+    tolerance: float,
+) -> None:
     """Evaluate transcripts (JSON lines: {"thread_id", "turns": [messages]}) without a store."""
     settings = _settings(config_path)
     names = [n.strip() for n in metric_names.split(",") if n.strip()] if metric_names else settings.metrics.enabled
@@ -178,8 +213,15 @@ def eval_cmd(file: Path, config_path: Path | None, metric_names: str | None, fmt
     bad: list[str] = []
     total = sum(1 for line in file.open("rb") if line.strip())
     records = []
-    with Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err(), transient=True, disable=not err().is_terminal) as progress:
+    with Progress(
+        TextColumn("evaluating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err(),
+        transient=True,
+        disable=not err().is_terminal,
+    ) as progress:
         task = progress.add_task("eval", total=total)
         for thread in _read_threads(file, bad):
             records.append(thread_record(thread.key, evaluate_thread(thread, metrics), len(thread.turns)))
@@ -190,7 +232,9 @@ def eval_cmd(file: Path, config_path: Path | None, metric_names: str | None, fmt
     if fmt == "jsonl":
         sys.stdout.buffer.write(lines)
     elif fmt == "json":
-        sys.stdout.buffer.write(orjson.dumps({"threads": records, "means": metric_means(records)}, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(
+            orjson.dumps({"threads": records, "means": metric_means(records)}, option=orjson.OPT_INDENT_2) + b"\n"
+        )
     else:
         out().print(results_table(records, title=f"{file.name}: {len(records)} threads"))
         out().print("dataset means: " + ", ".join(f"{k}={v:.3f}" for k, v in metric_means(records).items()))
@@ -270,10 +314,14 @@ def review_show(item_id: int, config_path: Path | None) -> None:
     item, stored = _with_store(settings, show)
     if item is None:
         _fail(f"no review item {item_id}")
-    out().print(f"[bold]review item {item.id}[/bold]  thread {item.thread_key}  version {item.thread_version}  {item.status}")
+    out().print(
+        f"[bold]review item {item.id}[/bold]  thread {item.thread_key}  version {item.thread_version}  {item.status}"
+    )
     for r in item.reasons:
         out().print(f"  - {r['metric']} on {r['target']}: score {r['score']} label {r['label']}: {r['reason']}")
-    out().print(results_table([{**thread_record(item.thread_key, [s.result for s in stored]), "thread_key": item.thread_key}]))
+    out().print(
+        results_table([{**thread_record(item.thread_key, [s.result for s in stored]), "thread_key": item.thread_key}])
+    )
 
 
 @review.command("resolve")

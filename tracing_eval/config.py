@@ -33,17 +33,31 @@ class StoreSettings(_Section):
 
 
 class ReceiverSettings(_Section):
-    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Largest request body accepted after decompression (413 above).")
-    auth_token: SecretStr | None = Field(None, description="If set, requests must send `Authorization: Bearer <token>`. Set it from the environment.")
-    write_timeout_seconds: float = Field(5.0, gt=0, description="How long a request may wait for the store before it is answered 503 with Retry-After.")
-    max_concurrent_writes: int = Field(4, gt=0, description="Requests writing to the store at once; more wait up to write_timeout_seconds.")
+    max_body_bytes: int = Field(
+        64 * 1024 * 1024, gt=0, description="Largest request body accepted after decompression (413 above)."
+    )
+    auth_token: SecretStr | None = Field(
+        None, description="If set, requests must send `Authorization: Bearer <token>`. Set it from the environment."
+    )
+    write_timeout_seconds: float = Field(
+        5.0, gt=0, description="How long a request may wait for the store before it is answered 503 with Retry-After."
+    )
+    max_concurrent_writes: int = Field(
+        4, gt=0, description="Requests writing to the store at once; more wait up to write_timeout_seconds."
+    )
     retry_after_seconds: int = Field(5, gt=0, description="Retry-After sent with 503 when the store cannot keep up.")
 
 
 class ScheduleSettings(_Section):
-    tick_seconds: float = Field(10.0, gt=0, description="Interval between scheduler ticks (pull, claim, evaluate, deliver).")
-    turn_settle_seconds: float = Field(60.0, ge=0, description="A turn is ready once its trace has had no new span for this long.")
-    thread_idle_seconds: float = Field(300.0, ge=0, description="A thread is ready once it has had no new turn for this long.")
+    tick_seconds: float = Field(
+        10.0, gt=0, description="Interval between scheduler ticks (pull, claim, evaluate, deliver)."
+    )
+    turn_settle_seconds: float = Field(
+        60.0, ge=0, description="A turn is ready once its trace has had no new span for this long."
+    )
+    thread_idle_seconds: float = Field(
+        300.0, ge=0, description="A thread is ready once it has had no new turn for this long."
+    )
     lease_seconds: float = Field(300.0, gt=0, description="How long a claimed thread stays leased to one worker.")
     batch_size: int = Field(50, gt=0, description="Threads claimed per tick.")
     max_attempts: int = Field(5, gt=0, description="Evaluation attempts per thread version before it is marked failed.")
@@ -62,7 +76,10 @@ class MetricsSettings(_Section):
         ],
         description="Metrics to run, by name.",
     )
-    thresholds: dict[str, float] = Field(default_factory=dict, description="Pass thresholds by metric name (default 0.7 unless the metric says otherwise).")
+    thresholds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Pass thresholds by metric name (default 0.7 unless the metric says otherwise).",
+    )
 
     @field_validator("thresholds")
     @classmethod
@@ -75,18 +92,27 @@ class MetricsSettings(_Section):
 
 class ReviewSettings(_Section):
     enabled: bool = Field(True, description="Route failing threads to the review queue.")
-    metrics: list[str] = Field(default_factory=lambda: ["*"], description="Metrics whose failure routes a thread ('*' = all).")
-    labels: list[str] = Field(default_factory=list, description="Labels that route a thread even when the score passes, e.g. 'masked_error'.")
+    metrics: list[str] = Field(
+        default_factory=lambda: ["*"], description="Metrics whose failure routes a thread ('*' = all)."
+    )
+    labels: list[str] = Field(
+        default_factory=list, description="Labels that route a thread even when the score passes, e.g. 'masked_error'."
+    )
     include_errors: bool = Field(False, description="Also route threads where a metric ended with status error.")
 
 
 class SourceSettings(_Section):
     otlp_http: bool = Field(True, description="Serve the OTLP/HTTP receiver (/v1/traces, /v1/logs) in `run`.")
-    otlp_files: list[Path] = Field(default_factory=list, description="OTLP JSON-lines files (Collector file exporter format) to read.")
+    otlp_files: list[Path] = Field(
+        default_factory=list, description="OTLP JSON-lines files (Collector file exporter format) to read."
+    )
 
 
 class SinkSettings(_Section):
-    enabled: list[str] = Field(default_factory=lambda: ["local"], description="Result sinks; `local` (the store and review queue) is always on.")
+    enabled: list[str] = Field(
+        default_factory=lambda: ["local"],
+        description="Result sinks; `local` (the store and review queue) is always on.",
+    )
     max_attempts: int = Field(10, gt=0, description="Delivery attempts per outbox row before it is parked as failed.")
 
 
@@ -111,7 +137,12 @@ class HttpSettings(_Section):
 
 
 class SamplingSettings(_Section):
-    rate: float = Field(1.0, ge=0, le=1, description="Share of threads evaluated; decided by a hash of the thread key, the same on every replica.")
+    rate: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Share of threads evaluated; decided by a hash of the thread key, the same on every replica.",
+    )
 
 
 class LoggingSettings(_Section):
@@ -153,7 +184,9 @@ def _describe(exc: ValidationError, origin: str) -> str:
         loc = ".".join(str(p) for p in err["loc"])
         env = ENV_PREFIX + "__".join(str(p) for p in err["loc"]).upper()
         msg = "unknown key (check the spelling)" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(f"  {loc}: {msg} (TOML key [{'.'.join(str(p) for p in err['loc'][:-1]) or '-'}] {err['loc'][-1]}, env {env})")
+        lines.append(
+            f"  {loc}: {msg} (TOML key [{'.'.join(str(p) for p in err['loc'][:-1]) or '-'}] {err['loc'][-1]}, env {env})"
+        )
     return "\n".join(lines)
 
 

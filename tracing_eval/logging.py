@@ -21,7 +21,11 @@ def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[st
 
 
 def configure(level: str = "info", fmt: str = "console") -> None:
-    renderer: Any = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -80,7 +80,9 @@ class Pipeline:
     async def evaluate_claim(self, claim: Claim, stats: TickStats) -> None:
         bound = log.bind(thread_key=claim.thread_key, version=claim.version, mode=claim.mode.value)
         try:
-            thread = thread_from_traces(claim.thread_key, await self.store.load_traces(claim.thread_key), version=claim.version)
+            thread = thread_from_traces(
+                claim.thread_key, await self.store.load_traces(claim.thread_key), version=claim.version
+            )
             results = evaluate_thread(thread, self.metrics) if thread.turns else []
             if claim.mode is Mode.TURNS:
                 results = [r for r in results if r.scope is not Scope.THREAD]
@@ -90,7 +92,9 @@ class Pipeline:
         except Exception as exc:  # keep every other thread going; retry this one later
             stats.errors += 1
             give_up = claim.attempts >= self.settings.schedule.max_attempts
-            await self.store.release(claim, f"{type(exc).__name__}: {exc}", time.time(), backoff_seconds(claim.attempts), give_up)
+            await self.store.release(
+                claim, f"{type(exc).__name__}: {exc}", time.time(), backoff_seconds(claim.attempts), give_up
+            )
             bound.exception("thread evaluation failed", attempts=claim.attempts, gave_up=give_up)
             return
         if not recorded:

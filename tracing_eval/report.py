@@ -23,7 +23,11 @@ def thread_record(thread_id: str, results: Iterable[MetricResult], turn_count: i
         else:
             turns[r.turn_index][r.metric] = r.contract()
     indices = range(turn_count) if turn_count is not None else sorted(turns)
-    return {"thread_id": thread_id, "metrics": metrics, "turns": [{"index": i, "metrics": turns.get(i, {})} for i in indices]}
+    return {
+        "thread_id": thread_id,
+        "metrics": metrics,
+        "turns": [{"index": i, "metrics": turns.get(i, {})} for i in indices],
+    }
 
 
 def metric_means(records: Iterable[dict[str, Any]]) -> dict[str, float]:
@@ -72,7 +76,9 @@ def results_table(records: list[dict[str, Any]], title: str = "Thread scores") -
         table.add_column(n)
     for rec in records:
         key = rec.get("thread_key", rec["thread_id"])
-        table.add_row(key, str(len(rec["turns"])), *[_cell(rec["metrics"][n]) if n in rec["metrics"] else "" for n in names])
+        table.add_row(
+            key, str(len(rec["turns"])), *[_cell(rec["metrics"][n]) if n in rec["metrics"] else "" for n in names]
+        )
     return table
 
 
@@ -83,7 +89,9 @@ def review_table(items: list[ReviewItem]) -> Table:
     table.add_column("status", overflow="fold")
     table.add_column("why", overflow="fold")
     for it in items:
-        why = "; ".join(f"{r['metric']} ({r['target']}): {r.get('label') or r.get('score')} - {r['reason']}" for r in it.reasons)
+        why = "; ".join(
+            f"{r['metric']} ({r['target']}): {r.get('label') or r.get('score')} - {r['reason']}" for r in it.reasons
+        )
         status = f"{it.status}: {it.resolution}" if it.resolution else it.status
         table.add_row(str(it.id), it.thread_key, str(it.thread_version), status, why)
     return table

@@ -39,7 +39,9 @@ def backoff_seconds(attempts: int, cap: float = 300.0) -> float:
     return float(min(cap, 2 ** max(0, attempts)))
 
 
-async def deliver_outbox(store: Store, sinks: list[Sink], now: float, max_attempts: int, limit: int = 500) -> DeliveryStats:
+async def deliver_outbox(
+    store: Store, sinks: list[Sink], now: float, max_attempts: int, limit: int = 500
+) -> DeliveryStats:
     """Push due outbox rows to each sink; failures are retried on later ticks."""
     stats = DeliveryStats()
     for sink in sinks:
@@ -48,9 +50,18 @@ async def deliver_outbox(store: Store, sinks: list[Sink], now: float, max_attemp
                 await sink.deliver(row.kind, row.payload)
             except Exception as exc:
                 give_up = isinstance(exc, PermanentSinkError) or row.attempts + 1 >= max_attempts
-                await store.outbox_retry(row.id, f"{type(exc).__name__}: {exc}", now + backoff_seconds(row.attempts), give_up)
-                log.warning("sink delivery failed", sink=sink.name, outbox_id=row.id, kind=row.kind,
-                            attempts=row.attempts + 1, gave_up=give_up, error=str(exc))
+                await store.outbox_retry(
+                    row.id, f"{type(exc).__name__}: {exc}", now + backoff_seconds(row.attempts), give_up
+                )
+                log.warning(
+                    "sink delivery failed",
+                    sink=sink.name,
+                    outbox_id=row.id,
+                    kind=row.kind,
+                    attempts=row.attempts + 1,
+                    gave_up=give_up,
+                    error=str(exc),
+                )
                 stats.failed += give_up
                 stats.retried += not give_up
             else:

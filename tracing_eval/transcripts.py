@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from tracing_eval.model import Message, ToolCall, Turn, Thread
+from tracing_eval.model import Message, Thread, ToolCall, Turn
 from tracing_eval.text import looks_like_tool_error
 
 ROLES = {"system", "user", "assistant", "tool"}
@@ -135,6 +135,8 @@ def thread_from_json_line(line: str | bytes, line_no: int) -> Thread:
         raise TranscriptError(f"line {line_no}: 'turns' must be a list of message objects")
     key = str(obj.get("thread_id") or f"line-{line_no}")
     try:
-        return thread_from_messages(key, turns, metadata={k: v for k, v in obj.items() if k in ("task_description", "success_criteria")})
+        return thread_from_messages(
+            key, turns, metadata={k: v for k, v in obj.items() if k in ("task_description", "success_criteria")}
+        )
     except TranscriptError as exc:
         raise TranscriptError(f"line {line_no}: {exc}") from None

@@ -54,8 +54,8 @@ def plan_sources(specs: Sequence[str] | None, settings: Settings) -> SourcePlan:
     for spec in specs:
         if spec == OTLP_HTTP:
             http = True
-        elif spec.startswith(OTLP_FILE) and spec[len(OTLP_FILE):]:
-            files.append(Path(spec[len(OTLP_FILE):]))
+        elif spec.startswith(OTLP_FILE) and spec[len(OTLP_FILE) :]:
+            files.append(Path(spec[len(OTLP_FILE) :]))
         elif spec == "langfuse":
             raise ConfigError("source 'langfuse' is not available in this version; use otlp-http or otlp-file:PATH")
         else:
@@ -76,7 +76,9 @@ def build_store(settings: Settings) -> SqlStore:
     return SqlStore(settings.store.url, sample_rate=settings.sampling.rate)
 
 
-def build_pipeline(settings: Settings, store: SqlStore, plan: SourcePlan, sinks: list[Sink], *, complete_files: bool) -> Pipeline:
+def build_pipeline(
+    settings: Settings, store: SqlStore, plan: SourcePlan, sinks: list[Sink], *, complete_files: bool
+) -> Pipeline:
     metrics = default_registry().build(settings.metrics.enabled, settings.metrics.thresholds)
     sources: list[Source] = [OtlpFileSource(p, complete=complete_files) for p in plan.files]
     owner = f"{socket.gethostname()}:{os.getpid()}"
@@ -146,8 +148,9 @@ class Worker:
                 loop.add_signal_handler(sig, self.stop)
         scheduler = AsyncIOScheduler(event_loop=loop)
         tick = self.settings.schedule.tick_seconds
-        scheduler.add_job(self.tick, "interval", seconds=tick, max_instances=1, coalesce=True,
-                          misfire_grace_time=max(1, int(tick)))
+        scheduler.add_job(
+            self.tick, "interval", seconds=tick, max_instances=1, coalesce=True, misfire_grace_time=max(1, int(tick))
+        )
         server = None
         server_task = None
         if self.receiver is not None:

@@ -229,7 +229,10 @@ def logs_from_request(req: ExportLogsServiceRequest) -> Decoded:
                         trace_id,
                         span_id,
                         SpanEvent.model_construct(
-                            name=str(name), time_ns=r.time_unix_nano or r.observed_time_unix_nano, attributes=attrs, body=body
+                            name=str(name),
+                            time_ns=r.time_unix_nano or r.observed_time_unix_nano,
+                            attributes=attrs,
+                            body=body,
                         ),
                     )
                 )

@@ -56,11 +56,18 @@ class OtlpFileSource:
                     try:
                         decoded = decode_json_line(line)
                     except OtlpDecodeError as exc:
-                        log.error("skipping malformed OTLP line", path=str(self.path), byte_offset=line_start, error=str(exc))
+                        log.error(
+                            "skipping malformed OTLP line", path=str(self.path), byte_offset=line_start, error=str(exc)
+                        )
                         continue
                     if decoded.rejected:
-                        log.warning("rejected spans in OTLP line", path=str(self.path), byte_offset=line_start,
-                                    rejected=decoded.rejected, errors=decoded.errors[:3])
+                        log.warning(
+                            "rejected spans in OTLP line",
+                            path=str(self.path),
+                            byte_offset=line_start,
+                            rejected=decoded.rejected,
+                            errors=decoded.errors[:3],
+                        )
                     spans += decoded.spans
                     events += [(e.trace_id, e.span_id, e.event) for e in decoded.logs]
                 if not lines:

@@ -62,7 +62,9 @@ def _body(mt: str, message: object) -> bytes:
 class OtlpReceiver:
     """Starlette routes for the receiver, bound to one store."""
 
-    def __init__(self, store: Store, settings: ReceiverSettings, *, source: str = "otlp", clock: Callable[[], float] = time.time):
+    def __init__(
+        self, store: Store, settings: ReceiverSettings, *, source: str = "otlp", clock: Callable[[], float] = time.time
+    ):
         self.store = store
         self.settings = settings
         self.source = source
@@ -82,7 +84,9 @@ class OtlpReceiver:
     async def logs(self, request: Request) -> Response:
         return await self._handle(request, "logs")
 
-    def _error(self, mt: str, status: int, code: int, message: str, reason: str, headers: dict[str, str] | None = None) -> Response:
+    def _error(
+        self, mt: str, status: int, code: int, message: str, reason: str, headers: dict[str, str] | None = None
+    ) -> Response:
         self.counters.reject(reason)
         log.warning("OTLP request refused", status=status, reason=reason, detail=message)
         body = _body(mt, status_pb2.Status(code=code, message=message))
@@ -97,8 +101,14 @@ class OtlpReceiver:
         if self.settings.auth_token is not None:
             expected = f"Bearer {self.settings.auth_token.get_secret_value()}"
             if not hmac.compare_digest(request.headers.get("authorization", "").encode(), expected.encode()):
-                return self._error(mt, 401, _UNAUTHENTICATED, "missing or wrong bearer token", "unauthorized",
-                                   {"WWW-Authenticate": "Bearer"})
+                return self._error(
+                    mt,
+                    401,
+                    _UNAUTHENTICATED,
+                    "missing or wrong bearer token",
+                    "unauthorized",
+                    {"WWW-Authenticate": "Bearer"},
+                )
         limit = self.settings.max_body_bytes
         try:
             raw = await self._read(request, limit)
@@ -137,7 +147,9 @@ class OtlpReceiver:
                 await self.store.ingest(batch, self.clock())
             except Exception as exc:  # the exporter keeps the data and retries
                 log.error("store write failed", error=f"{type(exc).__name__}: {exc}")
-                return self._error(mt, 503, _UNAVAILABLE, "the store could not write the data; retry later", "store_error", retry)
+                return self._error(
+                    mt, 503, _UNAVAILABLE, "the store could not write the data; retry later", "store_error", retry
+                )
             finally:
                 self._writes.release()
         self.counters.spans += len(batch.spans)

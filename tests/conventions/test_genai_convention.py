@@ -18,7 +18,11 @@ CALL_MSG = {
     "parts": [{"arguments": {"location": "Paris"}, "name": "get_weather", "id": "call_1", "type": "tool_call"}],
     "name": None,
 }
-TOOL_MSG = {"role": "tool", "parts": [{"response": "rainy, 57F", "id": "call_1", "type": "tool_call_response"}], "name": None}
+TOOL_MSG = {
+    "role": "tool",
+    "parts": [{"response": "rainy, 57F", "id": "call_1", "type": "tool_call_response"}],
+    "name": None,
+}
 
 
 def chat_span(input_messages, output_messages, *, finish_reasons=("stop",), span_id="b7ad6b7169203331") -> Span:
@@ -44,14 +48,18 @@ def chat_span(input_messages, output_messages, *, finish_reasons=("stop",), span
 
 def test_span_only_json_strings_first_call():
     out = [{**CALL_MSG, "finish_reason": "tool_call"}]
-    s = chat_span(orjson.dumps([SYSTEM_MSG, USER_MSG]).decode(), orjson.dumps(out).decode(), finish_reasons=["tool_calls"])
+    s = chat_span(
+        orjson.dumps([SYSTEM_MSG, USER_MSG]).decode(), orjson.dumps(out).decode(), finish_reasons=["tool_calls"]
+    )
 
     inputs = conventions.input_messages(s)
     assert [(m.role, m.content) for m in inputs] == [("system", "You are terse."), ("user", "Weather in Paris?")]
     (answer,) = conventions.output_messages(s)
     assert answer.role == "assistant"
     assert answer.finish_reason == "tool_call"  # the message's own value wins over the span list
-    assert [(tc.id, tc.name, tc.arguments) for tc in answer.tool_calls] == [("call_1", "get_weather", {"location": "Paris"})]
+    assert [(tc.id, tc.name, tc.arguments) for tc in answer.tool_calls] == [
+        ("call_1", "get_weather", {"location": "Paris"})
+    ]
     assert conventions.span_kind(s) == "llm"
     assert conventions.system_instructions(s) == "You are terse."
     assert conventions.usage(s) == (52, 7)
@@ -61,7 +69,9 @@ def test_span_only_json_strings_first_call():
 
 def test_second_call_history_holds_tool_call_and_response():
     history = orjson.dumps([SYSTEM_MSG, USER_MSG, CALL_MSG, TOOL_MSG]).decode()
-    s = chat_span(history, '[{"role":"assistant","parts":[{"content":"Rainy, 57F.","type":"text"}],"finish_reason":"stop"}]')
+    s = chat_span(
+        history, '[{"role":"assistant","parts":[{"content":"Rainy, 57F.","type":"text"}],"finish_reason":"stop"}]'
+    )
 
     inputs = conventions.input_messages(s)
     assert [m.role for m in inputs] == ["system", "user", "assistant", "tool"]
@@ -101,7 +111,9 @@ def test_array_of_json_strings_is_accepted():
 
 
 def test_finish_reason_falls_back_to_span_attribute():
-    s = chat_span([USER_MSG], '[{"role":"assistant","parts":[{"type":"text","content":"hi"}]}]', finish_reasons=["length"])
+    s = chat_span(
+        [USER_MSG], '[{"role":"assistant","parts":[{"type":"text","content":"hi"}]}]', finish_reasons=["length"]
+    )
     assert conventions.output_messages(s)[0].finish_reason == "length"
 
 
@@ -122,8 +134,13 @@ def test_details_event_with_structured_values():
             "gen_ai.system_instructions": [{"type": "text", "content": "You are terse."}],
         },
     )
-    s = Span(trace_id=TRACE, span_id="b7ad6b7169203331", name="chat gpt-4o-mini",
-             attributes={"gen_ai.operation.name": "chat"}, events=[event])
+    s = Span(
+        trace_id=TRACE,
+        span_id="b7ad6b7169203331",
+        name="chat gpt-4o-mini",
+        attributes={"gen_ai.operation.name": "chat"},
+        events=[event],
+    )
 
     assert [m.role for m in conventions.input_messages(s)] == ["system", "user"]
     assert conventions.output_messages(s)[0].tool_calls[0].name == "get_weather"
@@ -131,8 +148,10 @@ def test_details_event_with_structured_values():
 
 
 def test_span_attributes_win_over_details_event():
-    event = SpanEvent(name="gen_ai.client.inference.operation.details",
-                      attributes={"gen_ai.input.messages": [{"role": "user", "parts": [{"type": "text", "content": "from event"}]}]})
+    event = SpanEvent(
+        name="gen_ai.client.inference.operation.details",
+        attributes={"gen_ai.input.messages": [{"role": "user", "parts": [{"type": "text", "content": "from event"}]}]},
+    )
     s = chat_span([{"role": "user", "parts": [{"type": "text", "content": "from span"}]}], [])
     s.events.append(event)
     assert [m.content for m in conventions.input_messages(s)] == ["from span"]
@@ -141,23 +160,57 @@ def test_span_attributes_win_over_details_event():
 def legacy_span() -> Span:
     """openai-v2 2.4b0 default: per-message log events with content in the body."""
     events = [
-        SpanEvent(name="gen_ai.system.message", time_ns=1, attributes={"gen_ai.system": "openai"}, body={"content": "You are terse."}),
-        SpanEvent(name="gen_ai.user.message", time_ns=1, attributes={"gen_ai.system": "openai"}, body={"content": "Weather in Paris?"}),
+        SpanEvent(
+            name="gen_ai.system.message",
+            time_ns=1,
+            attributes={"gen_ai.system": "openai"},
+            body={"content": "You are terse."},
+        ),
+        SpanEvent(
+            name="gen_ai.user.message",
+            time_ns=1,
+            attributes={"gen_ai.system": "openai"},
+            body={"content": "Weather in Paris?"},
+        ),
         SpanEvent(
             name="gen_ai.assistant.message",
             time_ns=1,
             attributes={"gen_ai.system": "openai"},
-            body={"tool_calls": [{"id": "call_1", "type": "function",
-                                  "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}]},
+            body={
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'},
+                    }
+                ]
+            },
         ),
-        SpanEvent(name="gen_ai.tool.message", time_ns=1, attributes={"gen_ai.system": "openai"},
-                  body={"content": "rainy, 57F", "id": "call_1"}),
-        SpanEvent(name="gen_ai.choice", time_ns=2, attributes={"gen_ai.system": "openai"},
-                  body={"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Rainy, 57F."}}),
+        SpanEvent(
+            name="gen_ai.tool.message",
+            time_ns=1,
+            attributes={"gen_ai.system": "openai"},
+            body={"content": "rainy, 57F", "id": "call_1"},
+        ),
+        SpanEvent(
+            name="gen_ai.choice",
+            time_ns=2,
+            attributes={"gen_ai.system": "openai"},
+            body={"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Rainy, 57F."}},
+        ),
     ]
-    return Span(trace_id=TRACE, span_id="00f067aa0ba902b7", name="chat gpt-4o-mini",
-                attributes={"gen_ai.system": "openai", "gen_ai.operation.name": "chat", "gen_ai.usage.prompt_tokens": 60,
-                            "gen_ai.usage.completion_tokens": 5}, events=events)
+    return Span(
+        trace_id=TRACE,
+        span_id="00f067aa0ba902b7",
+        name="chat gpt-4o-mini",
+        attributes={
+            "gen_ai.system": "openai",
+            "gen_ai.operation.name": "chat",
+            "gen_ai.usage.prompt_tokens": 60,
+            "gen_ai.usage.completion_tokens": 5,
+        },
+        events=events,
+    )
 
 
 def test_legacy_events_with_bodies():
@@ -175,9 +228,17 @@ def test_legacy_events_with_bodies():
 def test_legacy_choices_in_index_order_and_tool_call_choice():
     events = [
         SpanEvent(name="gen_ai.choice", body={"index": 1, "finish_reason": "stop", "message": {"content": "second"}}),
-        SpanEvent(name="gen_ai.choice", body={"index": 0, "finish_reason": "tool_calls",
-                                                "message": {"role": "assistant", "tool_calls": [
-                                                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}),
+        SpanEvent(
+            name="gen_ai.choice",
+            body={
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                },
+            },
+        ),
     ]
     out = genai.legacy_output(Span(trace_id=TRACE, span_id="a", events=events))
     assert [m.finish_reason for m in out] == ["tool_calls", "stop"]
@@ -185,21 +246,42 @@ def test_legacy_choices_in_index_order_and_tool_call_choice():
 
 
 def test_execute_tool_span():
-    s = Span(trace_id=TRACE, span_id="1111111111111111", name="execute_tool get_weather", kind=1,
-             attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-                         "gen_ai.tool.call.id": "call_1", "gen_ai.tool.type": "function",
-                         "gen_ai.tool.call.arguments": '{"location": "Paris"}', "gen_ai.tool.call.result": "rainy, 57F"})
+    s = Span(
+        trace_id=TRACE,
+        span_id="1111111111111111",
+        name="execute_tool get_weather",
+        kind=1,
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_weather",
+            "gen_ai.tool.call.id": "call_1",
+            "gen_ai.tool.type": "function",
+            "gen_ai.tool.call.arguments": '{"location": "Paris"}',
+            "gen_ai.tool.call.result": "rainy, 57F",
+        },
+    )
     assert conventions.span_kind(s) == "tool"
     call = conventions.tool_call(s)
     assert call is not None
     assert (call.id, call.name, call.arguments, call.result, call.error, call.span_id) == (
-        "call_1", "get_weather", {"location": "Paris"}, "rainy, 57F", None, "1111111111111111")
+        "call_1",
+        "get_weather",
+        {"location": "Paris"},
+        "rainy, 57F",
+        None,
+        "1111111111111111",
+    )
 
 
 def test_execute_tool_span_error():
-    s = Span(trace_id=TRACE, span_id="2222222222222222", name="execute_tool get_weather", status="error",
-             status_message="ConnectionError: upstream down",
-             attributes={"gen_ai.operation.name": "execute_tool", "error.type": "ConnectionError"})
+    s = Span(
+        trace_id=TRACE,
+        span_id="2222222222222222",
+        name="execute_tool get_weather",
+        status="error",
+        status_message="ConnectionError: upstream down",
+        attributes={"gen_ai.operation.name": "execute_tool", "error.type": "ConnectionError"},
+    )
     call = conventions.tool_call(s)
     assert call is not None and call.name == "get_weather"  # name from the span name
     assert call.error == "ConnectionError: upstream down"
@@ -207,6 +289,8 @@ def test_execute_tool_span_error():
 
 def test_agent_and_other_operations():
     agent = Span(trace_id=TRACE, span_id="a", attributes={"gen_ai.operation.name": "invoke_agent"})
-    emb = Span(trace_id=TRACE, span_id="b", attributes={"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "e"})
+    emb = Span(
+        trace_id=TRACE, span_id="b", attributes={"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "e"}
+    )
     assert conventions.span_kind(agent) == "agent"
     assert conventions.span_kind(emb) == "other"

@@ -22,8 +22,23 @@ RESPONSE = {
     "id": "chatcmpl-AB1",
     "object": "chat.completion",
     "model": "gpt-4o-mini-2024-07-18",
-    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"location":"Paris"}'}}]}}],
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "tool_calls",
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"location":"Paris"}'},
+                    }
+                ],
+            },
+        }
+    ],
 }
 
 
@@ -53,16 +68,22 @@ def llm_span(**extra) -> Span:
         "user.id": "user-7",
     }
     attrs.update(extra)
-    return Span(trace_id=TRACE, span_id="aaaaaaaaaaaaaaa1", name="ChatCompletion", kind=1, status="ok", attributes=attrs)
+    return Span(
+        trace_id=TRACE, span_id="aaaaaaaaaaaaaaa1", name="ChatCompletion", kind=1, status="ok", attributes=attrs
+    )
 
 
 def test_flattened_llm_messages():
     s = llm_span()
     assert conventions.span_kind(s) == "llm"
     assert [(m.role, m.content) for m in conventions.input_messages(s)] == [
-        ("system", "You are terse."), ("user", "Weather in Paris?")]
+        ("system", "You are terse."),
+        ("user", "Weather in Paris?"),
+    ]
     (out,) = conventions.output_messages(s)
-    assert [(tc.id, tc.name, tc.arguments) for tc in out.tool_calls] == [("call_1", "get_weather", {"location": "Paris"})]
+    assert [(tc.id, tc.name, tc.arguments) for tc in out.tool_calls] == [
+        ("call_1", "get_weather", {"location": "Paris"})
+    ]
     assert conventions.thread_id(s) == "sess-42"
     assert conventions.usage(s) == (52, 17)
     assert conventions.model(s) == "gpt-4o-mini-2024-07-18"
@@ -70,18 +91,20 @@ def test_flattened_llm_messages():
 
 
 def test_message_contents_and_tool_call_id_in_history():
-    s = llm_span(**{
-        "llm.input_messages.1.message.content": None,
-        "llm.input_messages.1.message.contents.0.message_content.type": "text",
-        "llm.input_messages.1.message.contents.0.message_content.text": "Weather in",
-        "llm.input_messages.1.message.contents.1.message_content.type": "image",
-        "llm.input_messages.1.message.contents.1.message_content.image.image.url": "https://x/y.png",
-        "llm.input_messages.1.message.contents.2.message_content.type": "text",
-        "llm.input_messages.1.message.contents.2.message_content.text": "Paris?",
-        "llm.input_messages.2.message.role": "tool",
-        "llm.input_messages.2.message.content": "rainy, 57F",
-        "llm.input_messages.2.message.tool_call_id": "call_1",
-    })
+    s = llm_span(
+        **{
+            "llm.input_messages.1.message.content": None,
+            "llm.input_messages.1.message.contents.0.message_content.type": "text",
+            "llm.input_messages.1.message.contents.0.message_content.text": "Weather in",
+            "llm.input_messages.1.message.contents.1.message_content.type": "image",
+            "llm.input_messages.1.message.contents.1.message_content.image.image.url": "https://x/y.png",
+            "llm.input_messages.1.message.contents.2.message_content.type": "text",
+            "llm.input_messages.1.message.contents.2.message_content.text": "Paris?",
+            "llm.input_messages.2.message.role": "tool",
+            "llm.input_messages.2.message.content": "rainy, 57F",
+            "llm.input_messages.2.message.tool_call_id": "call_1",
+        }
+    )
     del s.attributes["llm.input_messages.1.message.content"]
     msgs = conventions.input_messages(s)
     assert msgs[1].content == "Weather in\nParis?"
@@ -107,9 +130,18 @@ def test_request_and_response_json_when_messages_are_hidden():
 
 
 def test_agent_root_plain_text_value():
-    s = Span(trace_id=TRACE, span_id="c", name="agent", attributes={
-        "openinference.span.kind": "AGENT", "input.value": "Weather in Paris?", "input.mime_type": "text/plain",
-        "output.value": "Rainy, 57F.", "session.id": "sess-42"})
+    s = Span(
+        trace_id=TRACE,
+        span_id="c",
+        name="agent",
+        attributes={
+            "openinference.span.kind": "AGENT",
+            "input.value": "Weather in Paris?",
+            "input.mime_type": "text/plain",
+            "output.value": "Rainy, 57F.",
+            "session.id": "sess-42",
+        },
+    )
     assert conventions.span_kind(s) == "agent"
     assert [(m.role, m.content) for m in conventions.input_messages(s)] == [("user", "Weather in Paris?")]
     assert [(m.role, m.content) for m in conventions.output_messages(s)] == [("assistant", "Rainy, 57F.")]
@@ -121,24 +153,55 @@ def test_chain_is_other():
 
 
 def test_tool_span_with_exception_event():
-    s = Span(trace_id=TRACE, span_id="eeeeeeeeeeeeeee1", name="get_weather", status="error", attributes={
-        "openinference.span.kind": "TOOL", "tool.name": "get_weather", "tool.id": "call_1",
-        "tool.parameters": '{"type": "object"}', "input.value": '{"location": "Paris"}'},
-        events=[SpanEvent(name="exception", attributes={"exception.type": "TimeoutError",
-                                                        "exception.message": "weather API timed out",
-                                                        "exception.escaped": "False"})])
+    s = Span(
+        trace_id=TRACE,
+        span_id="eeeeeeeeeeeeeee1",
+        name="get_weather",
+        status="error",
+        attributes={
+            "openinference.span.kind": "TOOL",
+            "tool.name": "get_weather",
+            "tool.id": "call_1",
+            "tool.parameters": '{"type": "object"}',
+            "input.value": '{"location": "Paris"}',
+        },
+        events=[
+            SpanEvent(
+                name="exception",
+                attributes={
+                    "exception.type": "TimeoutError",
+                    "exception.message": "weather API timed out",
+                    "exception.escaped": "False",
+                },
+            )
+        ],
+    )
     assert conventions.span_kind(s) == "tool"
     assert conventions.span_error(s) == "TimeoutError: weather API timed out"
     call = conventions.tool_call(s)
     assert call is not None
     assert (call.id, call.name, call.arguments, call.error) == (
-        "call_1", "get_weather", {"location": "Paris"}, "TimeoutError: weather API timed out")
+        "call_1",
+        "get_weather",
+        {"location": "Paris"},
+        "TimeoutError: weather API timed out",
+    )
 
 
 def test_tool_span_success():
-    s = Span(trace_id=TRACE, span_id="f", name="get_weather", status="ok", attributes={
-        "openinference.span.kind": "TOOL", "tool.name": "get_weather", "tool.id": "call_1",
-        "input.value": '{"location": "Paris"}', "output.value": "rainy, 57F"})
+    s = Span(
+        trace_id=TRACE,
+        span_id="f",
+        name="get_weather",
+        status="ok",
+        attributes={
+            "openinference.span.kind": "TOOL",
+            "tool.name": "get_weather",
+            "tool.id": "call_1",
+            "input.value": '{"location": "Paris"}',
+            "output.value": "rainy, 57F",
+        },
+    )
     call = openinference.tool_call(s)
     assert call is not None and call.result == "rainy, 57F" and call.error is None
     assert conventions.tool_call(s).error is None  # type: ignore[union-attr]
@@ -146,17 +209,32 @@ def test_tool_span_success():
 
 def test_chain_root_with_serialised_langchain_state():
     """LangGraph under OpenInference: CHAIN root whose output.value is the graph state with LangChain messages."""
+
     def lc(cls: str, **kwargs):
         return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", cls], "kwargs": kwargs}
-    state = {"messages": [
-        lc("HumanMessage", content="Weather in Paris?"),
-        lc("AIMessage", content="", tool_calls=[{"name": "get_weather", "args": {"location": "Paris"}, "id": "call_1"}]),
-        lc("ToolMessage", content="rainy, 57F", tool_call_id="call_1"),
-        lc("AIMessage", content="Rainy, 57F."),
-    ]}
-    s = Span(trace_id=TRACE, span_id="g", name="LangGraph", attributes={
-        "openinference.span.kind": "CHAIN", "input.value": orjson.dumps({"messages": [{"role": "user", "content": "Weather in Paris?"}]}).decode(),
-        "output.value": orjson.dumps(state).decode()})
+
+    state = {
+        "messages": [
+            lc("HumanMessage", content="Weather in Paris?"),
+            lc(
+                "AIMessage",
+                content="",
+                tool_calls=[{"name": "get_weather", "args": {"location": "Paris"}, "id": "call_1"}],
+            ),
+            lc("ToolMessage", content="rainy, 57F", tool_call_id="call_1"),
+            lc("AIMessage", content="Rainy, 57F."),
+        ]
+    }
+    s = Span(
+        trace_id=TRACE,
+        span_id="g",
+        name="LangGraph",
+        attributes={
+            "openinference.span.kind": "CHAIN",
+            "input.value": orjson.dumps({"messages": [{"role": "user", "content": "Weather in Paris?"}]}).decode(),
+            "output.value": orjson.dumps(state).decode(),
+        },
+    )
     assert [(m.role, m.content) for m in conventions.input_messages(s)] == [("user", "Weather in Paris?")]
     out = conventions.output_messages(s)
     assert [m.role for m in out] == ["user", "assistant", "tool", "assistant"]

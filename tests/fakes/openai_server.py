@@ -114,7 +114,9 @@ class Reply:
         return cls(status=status, error=body, **kw)
 
     @classmethod
-    def rate_limited(cls, retry_after: float = 1, message: str = "Rate limit reached. Please retry.", **kw: Any) -> Reply:
+    def rate_limited(
+        cls, retry_after: float = 1, message: str = "Rate limit reached. Please retry.", **kw: Any
+    ) -> Reply:
         """A 429 with `Retry-After` (seconds) that the `openai` client raises as `RateLimitError`."""
         headers = {"retry-after": f"{retry_after:g}", **dict(kw.pop("headers", {}))}
         return cls.failure(429, message, headers=headers, **kw)
@@ -246,7 +248,9 @@ def completion_body(request: Json, reply: Reply, usage: Json) -> Json:
         "created": int(time.time()),
         "model": reply.model or request.get("model", "fake-model"),
         "system_fingerprint": "fp_fake",
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.resolved_finish_reason()}],
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": reply.resolved_finish_reason()}
+        ],
         "usage": usage,
     }
 
@@ -271,7 +275,12 @@ def completion_chunks(request: Json, reply: Reply, usage: Json) -> list[Json]:
     chunks = [chunk({"role": "assistant", "content": "" if reply.content is not None else None, "refusal": None})]
     chunks += [chunk({"content": piece}) for piece in _PIECE.findall(reply.content or "")]
     for i, tc in enumerate(_tool_call_json(request, reply)):
-        head = {"index": i, "id": tc["id"], "type": "function", "function": {"name": tc["function"]["name"], "arguments": ""}}
+        head = {
+            "index": i,
+            "id": tc["id"],
+            "type": "function",
+            "function": {"name": tc["function"]["name"], "arguments": ""},
+        }
         chunks.append(chunk({"tool_calls": [head]}))
         args = tc["function"]["arguments"]
         for start in range(0, len(args), 16):
@@ -385,9 +394,13 @@ class FakeOpenAIServer:
         ex.usage = _usage(body, reply)
         if body.get("stream"):
             return StreamingResponse(
-                _sse(completion_chunks(body, reply, ex.usage)), media_type="text/event-stream", headers=dict(reply.headers)
+                _sse(completion_chunks(body, reply, ex.usage)),
+                media_type="text/event-stream",
+                headers=dict(reply.headers),
             )
-        return JSONResponse(completion_body(body, reply, ex.usage), status_code=reply.status, headers=dict(reply.headers))
+        return JSONResponse(
+            completion_body(body, reply, ex.usage), status_code=reply.status, headers=dict(reply.headers)
+        )
 
     def start(self) -> FakeOpenAIServer:
         """Bind an ephemeral port (unless one was given) and serve until `stop()`."""

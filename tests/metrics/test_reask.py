@@ -235,3 +235,25 @@ def test_a_bare_answer_that_is_not_a_name_does_not_fill_the_name_slot() -> None:
     assert thread_result(thread).label == "none"
     named = chat("hi", "What's your name?", "Jane", "Nice. So what's your name?")
     assert thread_result(named).evidence["reasks"][0]["value"] == "Jane"
+
+
+def test_value_inside_a_longer_code_and_an_unrelated_not_found_do_not_excuse_a_reask() -> None:
+    """Regression: order A48213 inside tracking number 1Z84A48213... and 'address not found' from a tool."""
+    from tracing_eval.metrics.deterministic import Reask
+    from tracing_eval.transcripts import thread_from_messages
+
+    thread = thread_from_messages(
+        "t",
+        [
+            {"role": "user", "content": "Hi, my order A48213 hasn't arrived yet."},
+            {"role": "assistant", "content": "It shipped; tracking number 1Z84A4821300000001."},
+            {"role": "user", "content": "Where is it?"},
+            {"role": "tool", "content": '{"tracking_number": "1Z84A4821300000001", "detail": "address not found"}'},
+            {"role": "assistant", "content": "Delivery failed: the address could not be found."},
+            {"role": "user", "content": "Please resend it to 12 Elm Street."},
+            {"role": "assistant", "content": "Could you please provide your order number?"},
+        ],
+    )
+    [thread_result] = [r for r in Reask().evaluate(thread) if r.turn_index is None]
+    assert thread_result.passed is False
+    assert thread_result.evidence["reasked_messages"] == [6]

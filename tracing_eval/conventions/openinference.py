@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracing_eval.conventions.messages import payload_messages, role_of, tool_call as make_tool_call
+from tracing_eval.conventions.messages import payload_messages, role_of
+from tracing_eval.conventions.messages import tool_call as make_tool_call
 from tracing_eval.conventions.values import as_str, content_text, has_prefix, indexed, maybe_json, text
 from tracing_eval.model import Message, Span, ToolCall
 

@@ -26,8 +26,8 @@ from tracing_eval.store.base import (
     IngestBatch,
     IngestStats,
     Mode,
-    Outgoing,
     OutboxRow,
+    Outgoing,
     Readiness,
     ReviewItem,
     StoredResult,
@@ -118,13 +118,23 @@ class SqlStore:
                 rows = []
                 for trace_id, span_id, ev in batch.events:
                     data = pydantic_core.to_json(ev)
-                    rows.append({"trace_id": trace_id, "span_id": span_id, "digest": _digest(data), "data": data, "received_at": now})
+                    rows.append(
+                        {
+                            "trace_id": trace_id,
+                            "span_id": span_id,
+                            "digest": _digest(data),
+                            "data": data,
+                            "received_at": now,
+                        }
+                    )
                 await conn.execute(self._insert(t.span_events).on_conflict_do_nothing(), rows)
                 stats.events = len(rows)
             stats.threads_changed = await self._touch_threads(conn, batch, now)
             for name, value in batch.source_state.items():
                 ins = self._insert(t.source_state).values(name=name, value=value)
-                await conn.execute(ins.on_conflict_do_update(index_elements=[t.source_state.c.name], set_={"value": value}))
+                await conn.execute(
+                    ins.on_conflict_do_update(index_elements=[t.source_state.c.name], set_={"value": value})
+                )
         return stats
 
     async def _touch_threads(self, conn: AsyncConnection, batch: IngestBatch, now: float) -> int:
@@ -148,7 +158,15 @@ class SqlStore:
             if old is not None and old.thread_key != key:
                 moved.add(old.thread_key)
             start = min((x for x in (starts[tid], old.start_ns if old is not None else 0) if x), default=0)
-            trace_rows.append({"trace_id": tid, "thread_key": key, "conversation_id": conv, "start_ns": start, "last_received_at": now})
+            trace_rows.append(
+                {
+                    "trace_id": tid,
+                    "thread_key": key,
+                    "conversation_id": conv,
+                    "start_ns": start,
+                    "last_received_at": now,
+                }
+            )
             touched[key] = conv
         for tid in event_traces:  # events for spans stored earlier change those threads too
             if tid in existing:
@@ -202,7 +220,9 @@ class SqlStore:
                 rows,
             )
         for key in moved - touched.keys():  # a trace joined its conversation: drop the stand-alone thread
-            still_used = (await conn.execute(select(func.count()).select_from(t.traces).where(t.traces.c.thread_key == key))).scalar()
+            still_used = (
+                await conn.execute(select(func.count()).select_from(t.traces).where(t.traces.c.thread_key == key))
+            ).scalar()
             if not still_used:
                 await conn.execute(delete(t.threads).where(t.threads.c.key == key))
         return len(touched)
@@ -248,7 +268,9 @@ class SqlStore:
     async def load_traces(self, thread_key: str) -> list[list[Span]]:
         """The thread's spans grouped by trace, with log events merged into their spans."""
         async with self.engine.connect() as conn:
-            trace_ids = list((await conn.execute(select(t.traces.c.trace_id).where(t.traces.c.thread_key == thread_key))).scalars())
+            trace_ids = list(
+                (await conn.execute(select(t.traces.c.trace_id).where(t.traces.c.thread_key == thread_key))).scalars()
+            )
             by_trace: dict[str, list[Span]] = defaultdict(list)
             events: dict[tuple[str, str], list[SpanEvent]] = defaultdict(list)
             for chunk in _chunks(trace_ids):
@@ -278,7 +300,11 @@ class SqlStore:
         """
         th = t.threads.c
         values: dict[str, Any] = {"lease_owner": None, "lease_until": None, "attempts": 0, "last_error": None}
-        values["turns_evaluated_version"] = func.max(th.turns_evaluated_version, claim.version) if self.dialect == "sqlite" else func.greatest(th.turns_evaluated_version, claim.version)
+        values["turns_evaluated_version"] = (
+            func.max(th.turns_evaluated_version, claim.version)
+            if self.dialect == "sqlite"
+            else func.greatest(th.turns_evaluated_version, claim.version)
+        )
         if claim.mode is Mode.THREAD:
             values["evaluated_version"] = claim.version
         async with self.engine.begin() as conn:
@@ -293,7 +319,9 @@ class SqlStore:
                 await self._write_review(conn, claim, review_reasons, sinks, now)
         return True
 
-    async def _write_results(self, conn: AsyncConnection, claim: Claim, outgoing: list[Outgoing], sinks: list[str], now: float) -> None:
+    async def _write_results(
+        self, conn: AsyncConnection, claim: Claim, outgoing: list[Outgoing], sinks: list[str], now: float
+    ) -> None:
         if not outgoing:
             return
         known: dict[str, str] = {}
@@ -306,14 +334,27 @@ class SqlStore:
             data = pydantic_core.to_json(o.result)
             digest = _digest(pydantic_core.to_json(o.result.model_dump(exclude={"duration_ms"})))
             rows.append(
-                {"id": o.id, "thread_key": claim.thread_key, "target": o.target, "metric": o.result.metric,
-                 "thread_version": claim.version, "digest": digest, "data": data, "updated_at": now}
+                {
+                    "id": o.id,
+                    "thread_key": claim.thread_key,
+                    "target": o.target,
+                    "metric": o.result.metric,
+                    "thread_version": claim.version,
+                    "digest": digest,
+                    "data": data,
+                    "updated_at": now,
+                }
             )
             if known.get(o.id) == digest:
                 continue  # unchanged: nothing new to deliver
             payload = orjson.dumps(
-                {"result_id": o.id, "thread_key": claim.thread_key, "target": o.target,
-                 "thread_version": claim.version, "result": orjson.loads(data)}
+                {
+                    "result_id": o.id,
+                    "thread_key": claim.thread_key,
+                    "target": o.target,
+                    "thread_version": claim.version,
+                    "result": orjson.loads(data),
+                }
             )
             deliveries += [
                 {"sink": s, "kind": "result", "ref": o.id, "digest": digest, "payload": payload, "created_at": now}
@@ -330,12 +371,22 @@ class SqlStore:
         if deliveries:
             await conn.execute(self._insert(t.outbox).on_conflict_do_nothing(), deliveries)
 
-    async def _write_review(self, conn: AsyncConnection, claim: Claim, reasons: list[dict[str, Any]], sinks: list[str], now: float) -> None:
+    async def _write_review(
+        self, conn: AsyncConnection, claim: Claim, reasons: list[dict[str, Any]], sinks: list[str], now: float
+    ) -> None:
         rv = t.review_items.c
-        ins = self._insert(t.review_items).values(
-            thread_key=claim.thread_key, thread_version=claim.version, status="open",
-            reasons=orjson.dumps(reasons), created_at=now,
-        ).on_conflict_do_nothing().returning(rv.id)
+        ins = (
+            self._insert(t.review_items)
+            .values(
+                thread_key=claim.thread_key,
+                thread_version=claim.version,
+                status="open",
+                reasons=orjson.dumps(reasons),
+                created_at=now,
+            )
+            .on_conflict_do_nothing()
+            .returning(rv.id)
+        )
         new_id = (await conn.execute(ins)).scalar()
         if new_id is None:
             return  # already routed for this version
@@ -345,10 +396,27 @@ class SqlStore:
             .values(status="superseded", resolved_at=now, resolution=f"superseded by version {claim.version}")
         )
         if sinks:
-            payload = orjson.dumps({"review_id": new_id, "thread_key": claim.thread_key, "thread_version": claim.version, "reasons": reasons})
+            payload = orjson.dumps(
+                {
+                    "review_id": new_id,
+                    "thread_key": claim.thread_key,
+                    "thread_version": claim.version,
+                    "reasons": reasons,
+                }
+            )
             await conn.execute(
                 self._insert(t.outbox).on_conflict_do_nothing(),
-                [{"sink": s, "kind": "review", "ref": f"{claim.thread_key}@{claim.version}", "digest": "-", "payload": payload, "created_at": now} for s in sinks],
+                [
+                    {
+                        "sink": s,
+                        "kind": "review",
+                        "ref": f"{claim.thread_key}@{claim.version}",
+                        "digest": "-",
+                        "payload": payload,
+                        "created_at": now,
+                    }
+                    for s in sinks
+                ],
             )
 
     async def release(self, claim: Claim, error: str, now: float, retry_in: float, give_up: bool) -> None:
@@ -358,8 +426,13 @@ class SqlStore:
             await conn.execute(
                 update(t.threads)
                 .where(th.key == claim.thread_key, th.lease_owner == claim.owner)
-                .values(lease_owner=None, lease_until=None, last_error=error[:2000],
-                        next_eligible_at=now + retry_in, status="failed" if give_up else "active")
+                .values(
+                    lease_owner=None,
+                    lease_until=None,
+                    last_error=error[:2000],
+                    next_eligible_at=now + retry_in,
+                    status="failed" if give_up else "active",
+                )
             )
 
     # -- reading results ---------------------------------------------------------------------
@@ -370,7 +443,10 @@ class SqlStore:
             q = q.where(t.results.c.thread_key == thread_key)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
-        return [StoredResult(r.id, r.thread_key, r.target, r.thread_version, MetricResult.model_validate_json(r.data)) for r in rows]
+        return [
+            StoredResult(r.id, r.thread_key, r.target, r.thread_version, MetricResult.model_validate_json(r.data))
+            for r in rows
+        ]
 
     async def thread_keys(self) -> list[str]:
         async with self.engine.connect() as conn:
@@ -396,14 +472,23 @@ class SqlStore:
 
     async def outbox_done(self, row_id: int, now: float) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(update(t.outbox).where(t.outbox.c.id == row_id).values(delivered_at=now, attempts=t.outbox.c.attempts + 1))
+            await conn.execute(
+                update(t.outbox)
+                .where(t.outbox.c.id == row_id)
+                .values(delivered_at=now, attempts=t.outbox.c.attempts + 1)
+            )
 
     async def outbox_retry(self, row_id: int, error: str, next_attempt_at: float, give_up: bool) -> None:
         async with self.engine.begin() as conn:
             await conn.execute(
                 update(t.outbox)
                 .where(t.outbox.c.id == row_id)
-                .values(attempts=t.outbox.c.attempts + 1, last_error=error[:2000], next_attempt_at=next_attempt_at, failed=give_up)
+                .values(
+                    attempts=t.outbox.c.attempts + 1,
+                    last_error=error[:2000],
+                    next_attempt_at=next_attempt_at,
+                    failed=give_up,
+                )
             )
 
     async def outbox_backlog(self) -> int:
@@ -416,7 +501,16 @@ class SqlStore:
 
     @staticmethod
     def _review(r: Any) -> ReviewItem:
-        return ReviewItem(r.id, r.thread_key, r.thread_version, r.status, orjson.loads(r.reasons), r.created_at, r.resolved_at, r.resolution)
+        return ReviewItem(
+            r.id,
+            r.thread_key,
+            r.thread_version,
+            r.status,
+            orjson.loads(r.reasons),
+            r.created_at,
+            r.resolved_at,
+            r.resolution,
+        )
 
     async def review_items(self, status: str | None = "open") -> list[ReviewItem]:
         q = select(t.review_items).order_by(t.review_items.c.id)
@@ -434,6 +528,8 @@ class SqlStore:
         rv = t.review_items.c
         async with self.engine.begin() as conn:
             res = await conn.execute(
-                update(t.review_items).where(rv.id == item_id, rv.status == "open").values(status="resolved", resolved_at=now, resolution=resolution)
+                update(t.review_items)
+                .where(rv.id == item_id, rv.status == "open")
+                .values(status="resolved", resolved_at=now, resolution=resolution)
             )
         return res.rowcount == 1

@@ -103,7 +103,9 @@ def _justified(context: list[Located], ask_msg: Located, user_said_wrong: bool, 
     return False
 
 
-def _classify(slot: str, sentence: str, known: Given | None, justified: Callable[[str, Given], bool], with_new: bool) -> str:
+def _classify(
+    slot: str, sentence: str, known: Given | None, justified: Callable[[str, Given], bool], with_new: bool
+) -> str:
     if known is None:
         return "first"
     if slots.mentions_value(sentence, known.value) and slots.CONFIRM.search(sentence):
