@@ -74,22 +74,30 @@ def message_from_openai(raw: dict[str, Any], position: int) -> Message:
         content=content,
         tool_calls=_tool_calls(raw_calls) if role == "assistant" else [],
         tool_call_id=raw.get("tool_call_id"),
+        finish_reason=raw.get("finish_reason"),
         position=position,
     )
 
 
 def link_tool_results(messages: list[Message]) -> None:
-    """Copy each tool message's content onto the tool call it answers, marking errors."""
-    by_id = {tc.id: tc for m in messages for tc in m.tool_calls if tc.id}
-    pending = [tc for m in messages for tc in m.tool_calls]
+    """Copy each tool message's content onto the open tool call it answers, marking errors.
+
+    A result answers the earliest open call with its `tool_call_id` (ids can repeat in long
+    transcripts), or the earliest open call when it names none.
+    """
+    open_calls: list[ToolCall] = []
     for m in messages:
-        if m.role != "tool":
+        if m.role == "assistant":
+            open_calls += m.tool_calls
             continue
-        call = by_id.get(m.tool_call_id) if m.tool_call_id else None
-        if call is None:  # unnamed results answer the oldest open call
-            call = next((tc for tc in pending if tc.result is None), None)
+        if m.role != "tool" or not open_calls:
+            continue
+        call = next((tc for tc in open_calls if m.tool_call_id and tc.id == m.tool_call_id), None) or (
+            None if m.tool_call_id and any(tc.id for tc in open_calls) else open_calls[0]
+        )
         if call is None:
             continue
+        open_calls.remove(call)
         call.result = m.content
         if call.error is None and looks_like_tool_error(m.content):
             call.error = m.content[:500]
