@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from tracing_eval.config import ConfigError
 from tracing_eval.model import MetricResult, Thread
@@ -22,6 +22,27 @@ class MetricSpec:
     scopes: tuple[str, ...]
     threshold: float | None
     description: str
+
+
+class MetricBase:
+    """Declares a metric by class attributes and builds its `spec`; subclasses add `evaluate`."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    tier: ClassVar[Tier]
+    scopes: ClassVar[tuple[str, ...]]
+    default_threshold: ClassVar[float | None] = 0.7
+    description: ClassVar[str]
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.spec = MetricSpec(
+            name=self.name,
+            version=self.version,
+            tier=self.tier,
+            scopes=self.scopes,
+            threshold=self.default_threshold if threshold is None else threshold,
+            description=self.description,
+        )
 
 
 @runtime_checkable

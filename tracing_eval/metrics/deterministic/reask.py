@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import slots
 from tracing_eval.metrics.deterministic.views import Located, located
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
@@ -165,18 +165,15 @@ def find_asks(thread: Thread) -> list[Ask]:
     return asks
 
 
-class Reask:
+class Reask(MetricBase):
     """Binary: did the assistant ask again for a value the user had already given?"""
 
-    def __init__(self, threshold: float | None = None) -> None:
-        self.spec = MetricSpec(
-            name=NAME,
-            version=VERSION,
-            tier="deterministic",
-            scopes=("turn", "thread"),
-            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-            description="The assistant asks again for a value (order number, email, id, ...) the user already gave.",
-        )
+    name = NAME
+    version = VERSION
+    tier = "deterministic"
+    scopes = ("turn", "thread")
+    default_threshold = DEFAULT_THRESHOLD
+    description = "The assistant asks again for a value (order number, email, id, ...) the user already gave."
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         reply_turns = {t.index for t in thread.turns if t.assistant_text.strip()}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
 
@@ -65,18 +65,15 @@ def verdict(flags: list[bool]) -> str:
     return "none"
 
 
-class RefusalLoop:
+class RefusalLoop(MetricBase):
     """Thread-scope runs of refusals without progress."""
 
-    def __init__(self, threshold: float | None = None) -> None:
-        self.spec = MetricSpec(
-            name=NAME,
-            version=VERSION,
-            tier="deterministic",
-            scopes=("thread",),
-            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-            description="Consecutive refusals by the assistant (V5−: none/partial/fully).",
-        )
+    name = NAME
+    version = VERSION
+    tier = "deterministic"
+    scopes = ("thread",)
+    default_threshold = DEFAULT_THRESHOLD
+    description = "Consecutive refusals by the assistant (V5−: none/partial/fully)."
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         items: list[Located] = replies(thread)

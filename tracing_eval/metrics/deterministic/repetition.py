@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any
 
-from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.similarity import Profile, sentences, similarity, tokens, words
 from tracing_eval.metrics.deterministic.views import Located, replies, user_text_by_turn
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
@@ -180,18 +180,15 @@ def repeated_segments(items: list[Located]) -> list[dict[str, Any]]:
     return out[:MAX_SEGMENTS]
 
 
-class Repetition:
+class Repetition(MetricBase):
     """Thread-scope lexical repetition between assistant replies (V5− labels)."""
 
-    def __init__(self, threshold: float | None = None) -> None:
-        self.spec = MetricSpec(
-            name=NAME,
-            version=VERSION,
-            tier="deterministic",
-            scopes=("thread",),
-            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-            description="Assistant replies that repeat earlier replies without progress (lexical, V5−).",
-        )
+    name = NAME
+    version = VERSION
+    tier = "deterministic"
+    scopes = ("thread",)
+    default_threshold = DEFAULT_THRESHOLD
+    description = "Assistant replies that repeat earlier replies without progress (lexical, V5−)."
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         all_replies = replies(thread)

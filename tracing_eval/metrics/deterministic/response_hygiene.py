@@ -15,7 +15,7 @@ import re
 import unicodedata
 from collections import Counter
 
-from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS
 from tracing_eval.metrics.deterministic.similarity import words
 from tracing_eval.model import MetricResult, Scope, Thread, Turn, not_applicable, score_result
@@ -140,18 +140,15 @@ def check_turn(turn: Turn) -> dict[str, str]:
     return failing
 
 
-class ResponseHygiene:
+class ResponseHygiene(MetricBase):
     """Binary per-turn hygiene of the reply; the thread score is the share of clean turns."""
 
-    def __init__(self, threshold: float | None = None) -> None:
-        self.spec = MetricSpec(
-            name=NAME,
-            version=VERSION,
-            tier="deterministic",
-            scopes=("turn", "thread"),
-            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-            description="Empty, truncated, placeholder-leaking or wrong-language replies.",
-        )
+    name = NAME
+    version = VERSION
+    tier = "deterministic"
+    scopes = ("turn", "thread")
+    default_threshold = DEFAULT_THRESHOLD
+    description = "Empty, truncated, placeholder-leaking or wrong-language replies."
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         results: list[MetricResult] = []

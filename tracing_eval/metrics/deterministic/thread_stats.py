@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.user_friction import FRUSTRATION, shouting
 from tracing_eval.model import MetricResult, Scope, Thread
 
@@ -84,18 +84,15 @@ def stats(thread: Thread) -> dict[str, Any]:
     }
 
 
-class ThreadStats:
-    """Thread-scope raw statistics: turns, messages, tool calls, latency, tokens, abandonment."""
+class ThreadStats(MetricBase):
+    """Thread-scope raw statistics: turns, messages, tool calls, latency, tokens, abandonment (no pass/fail)."""
 
-    def __init__(self, threshold: float | None = None) -> None:
-        self.spec = MetricSpec(
-            name=NAME,
-            version=VERSION,
-            tier="deterministic",
-            scopes=("thread",),
-            threshold=None,
-            description="Raw thread numbers (turns, messages, tool calls and errors, latency, tokens, abandonment).",
-        )
+    name = NAME
+    version = VERSION
+    tier = "deterministic"
+    scopes = ("thread",)
+    default_threshold = None
+    description = "Raw thread numbers (turns, messages, tool calls and errors, latency, tokens, abandonment)."
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         evidence = stats(thread)

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.views import located
 from tracing_eval.model import MetricResult, Scope, Thread, ToolCall, Turn, not_applicable, score_result
 
@@ -169,18 +169,15 @@ def _label(score: float, failed: int, masked: bool, repeated: bool, unrec: int, 
     return "low"
 
 
-class ToolErrors:
+class ToolErrors(MetricBase):
     """Tool-call failures per turn and per thread; not applicable without tool calls."""
 
-    def __init__(self, threshold: float | None = None) -> None:
-        self.spec = MetricSpec(
-            name=NAME,
-            version=VERSION,
-            tier="deterministic",
-            scopes=("turn", "thread"),
-            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-            description="Failed tool calls, repeated failures, unrecovered errors and errors masked as success.",
-        )
+    name = NAME
+    version = VERSION
+    tier = "deterministic"
+    scopes = ("turn", "thread")
+    default_threshold = DEFAULT_THRESHOLD
+    description = "Failed tool calls, repeated failures, unrecovered errors and errors masked as success."
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         calls = calls_of(thread)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.similarity import Profile, similarity
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
 
@@ -81,18 +81,15 @@ def flags_for(text: str, earlier: list[Profile], profile: Profile) -> list[str]:
     return out
 
 
-class UserFriction:
+class UserFriction(MetricBase):
     """Per user turn friction flags and the thread's friction rate."""
 
-    def __init__(self, threshold: float | None = None) -> None:
-        self.spec = MetricSpec(
-            name=NAME,
-            version=VERSION,
-            tier="deterministic",
-            scopes=("turn", "thread"),
-            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-            description="User turns that repeat an earlier request, show frustration, ask for a human or shout.",
-        )
+    name = NAME
+    version = VERSION
+    tier = "deterministic"
+    scopes = ("turn", "thread")
+    default_threshold = DEFAULT_THRESHOLD
+    description = "User turns that repeat an earlier request, show frustration, ask for a human or shout."
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         user_turns = [(t.index, t.user_text) for t in thread.turns if t.user_text.strip()]
