@@ -122,7 +122,7 @@ async def _run_once(settings: Settings, plan: Any, sinks: list[Any]) -> None:
             f"in {time.perf_counter() - started:.2f}s"
         )
         records = await _stored_records(store)
-        out().print(results_table(records))
+        out().print(results_table(records, width=out().width))
         out().print(review_table(await store.review_items("open")))
     finally:
         await store.close()
@@ -236,7 +236,7 @@ def eval_cmd(
             orjson.dumps({"threads": records, "means": metric_means(records)}, option=orjson.OPT_INDENT_2) + b"\n"
         )
     else:
-        out().print(results_table(records, title=f"{file.name}: {len(records)} threads"))
+        out().print(results_table(records, title=f"{file.name}: {len(records)} threads", width=out().width))
         out().print("dataset means: " + ", ".join(f"{k}={v:.3f}" for k, v in metric_means(records).items()))
     sys.stdout.flush()
     if baseline is not None:
@@ -280,7 +280,7 @@ def results(config_path: Path | None, fmt: str, thread_key: str | None) -> None:
     if fmt == "jsonl":
         sys.stdout.buffer.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
     else:
-        out().print(results_table(records))
+        out().print(results_table(records, width=out().width))
 
 
 @main.group()

@@ -66,32 +66,45 @@ def _cell(m: dict[str, Any]) -> str:
     return f"[red]{text}[/red]" if m["passed"] is False else text
 
 
-def results_table(records: list[dict[str, Any]], title: str = "Thread scores") -> Table:
-    """One row per thread, one column per thread-level metric; failing scores in red."""
+def _failing(rec: dict[str, Any]) -> str:
+    bad = [(n, m) for n, m in sorted(rec["metrics"].items()) if m["passed"] is False or m["status"] == Status.ERROR]
+    return ", ".join(f"{n} {_cell(m)}" for n, m in bad)
+
+
+def results_table(records: list[dict[str, Any]], title: str = "Thread scores", width: int = 80) -> Table:
+    """One row per thread. Wide consoles get a column per thread-level metric (failing scores in red);
+    narrow ones get the failing metrics and a count of the passing ones."""
     names = sorted({n for rec in records for n in rec["metrics"]})
     table = Table(title=title)
     table.add_column("thread", no_wrap=True)
     table.add_column("turns", justify="right")
-    for n in names:
-        table.add_column(n)
+    wide = width >= 48 + 16 * len(names)
+    if wide:
+        for n in names:
+            table.add_column(n)
+    else:
+        table.add_column("failing", overflow="fold")
+        table.add_column("passing", justify="right")
     for rec in records:
         key = rec.get("thread_key", rec["thread_id"])
-        table.add_row(
-            key, str(len(rec["turns"])), *[_cell(rec["metrics"][n]) if n in rec["metrics"] else "" for n in names]
-        )
+        if wide:
+            cells = [_cell(rec["metrics"][n]) if n in rec["metrics"] else "" for n in names]
+        else:
+            passing = sum(m["passed"] is True for m in rec["metrics"].values())
+            cells = [_failing(rec) or "[green]none[/green]", str(passing)]
+        table.add_row(key, str(len(rec["turns"])), *cells)
     return table
 
 
 def review_table(items: list[ReviewItem]) -> Table:
+    """One row per item with the failing metrics; `review show` has the reasons."""
     table = Table(title="Review queue")
     for col in ("id", "thread", "version"):
         table.add_column(col, no_wrap=True)
     table.add_column("status", overflow="fold")
     table.add_column("why", overflow="fold")
     for it in items:
-        why = "; ".join(
-            f"{r['metric']} ({r['target']}): {r.get('label') or r.get('score')} - {r['reason']}" for r in it.reasons
-        )
+        why = "; ".join(sorted({f"{r['metric']} {r.get('label') or r.get('score')}" for r in it.reasons}))
         status = f"{it.status}: {it.resolution}" if it.resolution else it.status
         table.add_row(str(it.id), it.thread_key, str(it.thread_version), status, why)
     return table
