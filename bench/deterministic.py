@@ -165,11 +165,11 @@ def main() -> None:
     args = ap.parse_args()
 
     core = pin(0)
-    from tracing_eval.metrics.catalogue import default_registry
+    from tracing_eval.config import DETERMINISTIC_PACK, Settings
+    from tracing_eval.metrics.catalogue import build_metrics
 
-    registry = default_registry()
-    names = [n.strip() for n in args.metrics.split(",") if n.strip()] or registry.names()
-    metrics = [m for m in registry.build(names) if m.spec.tier == "deterministic"]
+    names = [n.strip() for n in args.metrics.split(",") if n.strip()] or DETERMINISTIC_PACK
+    metrics = build_metrics(Settings(), names).deterministic
     inputs: dict[str, list[bytes]] = {}
     for name in (n.strip() for n in args.datasets.split(",") if n.strip()):
         inputs[name] = (DATASETS / FILES[name]).read_bytes().splitlines()

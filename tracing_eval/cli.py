@@ -17,8 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tracing_eval import logging as te_logging
 from tracing_eval.config import ConfigError, Settings, load_settings
-from tracing_eval.evaluate import evaluate_thread
-from tracing_eval.metrics.catalogue import default_registry
+from tracing_eval.evaluate import evaluate_all
+from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.report import metric_means, regressions, results_table, review_table, thread_record
 from tracing_eval.store.sql import SqlStore, StoreError
 from tracing_eval.transcripts import TranscriptError, thread_from_json_line
@@ -208,24 +208,11 @@ def eval_cmd(
 ) -> None:
     """Evaluate transcripts (JSON lines: {"thread_id", "turns": [messages]}) without a store."""
     settings = _settings(config_path)
-    names = [n.strip() for n in metric_names.split(",") if n.strip()] if metric_names else settings.metrics.enabled
-    metrics = default_registry().build(names, settings.metrics.thresholds)
+    names = [n.strip() for n in metric_names.split(",") if n.strip()] if metric_names else None
+    metrics = build_metrics(settings, names)
     bad: list[str] = []
-    total = sum(1 for line in file.open("rb") if line.strip())
-    records = []
-    with Progress(
-        TextColumn("evaluating"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err(),
-        transient=True,
-        disable=not err().is_terminal,
-    ) as progress:
-        task = progress.add_task("eval", total=total)
-        for thread in _read_threads(file, bad):
-            records.append(thread_record(thread.key, evaluate_thread(thread, metrics), len(thread.turns)))
-            progress.advance(task)
+    threads = list(_read_threads(file, bad))
+    records = asyncio.run(_eval_threads(settings, metrics, threads))
     lines = b"".join(orjson.dumps(r) + b"\n" for r in records)
     if out_path:
         out_path.write_bytes(lines)
@@ -249,6 +236,38 @@ def eval_cmd(
         err().print(f"no metric fell more than {tolerance} below the baseline")
     if bad:
         _fail(f"{len(bad)} line(s) of {file} could not be read (see above)", code=2)
+
+
+async def _eval_threads(settings: Settings, metrics: Any, threads: list[Any]) -> list[dict[str, Any]]:
+    """Evaluate threads (judge calls of several threads overlap), keeping input order."""
+    from tracing_eval import worker
+
+    judge = worker.build_judge(settings)
+    if metrics.judged and judge is None:
+        err().print("judge tier skipped: no judge configured (set TRACING_EVAL_JUDGE__MODEL and OPENAI_API_KEY)")
+    gate = asyncio.Semaphore(settings.judge.max_concurrency if judge else 1)
+    with Progress(
+        TextColumn("evaluating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err(),
+        transient=True,
+        disable=not err().is_terminal,
+    ) as progress:
+        task = progress.add_task("eval", total=len(threads))
+
+        async def one(thread: Any) -> dict[str, Any]:
+            async with gate:
+                results = await evaluate_all(thread, metrics, judge)
+            progress.advance(task)
+            return thread_record(thread.key, results, len(thread.turns))
+
+        try:
+            return list(await asyncio.gather(*(one(t) for t in threads)))
+        finally:
+            if judge is not None:
+                await judge.close()
 
 
 # -- results and review ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ Unknown keys are errors, so a typo in the file is reported instead of silently i
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -63,19 +64,48 @@ class ScheduleSettings(_Section):
     max_attempts: int = Field(5, gt=0, description="Evaluation attempts per thread version before it is marked failed.")
 
 
+DETERMINISTIC_PACK = [
+    "repetition",
+    "reask",
+    "refusal_loop",
+    "tool_errors",
+    "user_friction",
+    "response_hygiene",
+    "thread_stats",
+]
+JUDGED_PACK = [
+    "repetitive_pattern",
+    "task_success",
+    "failure_rate",
+    "conversational_flow",
+    "completeness",
+    "knowledge_retention",
+    "role_adherence",
+    "turn_relevancy",
+    "tool_error_handling",
+]
+
+
+class CriterionSettings(_Section):
+    name: str = Field(description="Metric name becomes `criterion:<name>`.", pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: Literal["geval", "critic"] = Field(
+        "geval", description="`geval`: a 0-10 score; `critic`: a yes/no aspect critic."
+    )
+    definition: str = Field(description="What the judge checks, in plain words.")
+    threshold: float | None = Field(None, ge=0, le=1, description="Pass threshold (default 0.7; critics pass on yes).")
+
+
 class MetricsSettings(_Section):
     enabled: list[str] = Field(
-        default_factory=lambda: [
-            "repetition",
-            "reask",
-            "refusal_loop",
-            "tool_errors",
-            "user_friction",
-            "response_hygiene",
-            "thread_stats",
-        ],
-        description="Metrics to run, by name.",
+        default_factory=lambda: [*DETERMINISTIC_PACK, *JUDGED_PACK],
+        description="Metrics to run, by name. Judged metrics run only when a judge is configured.",
     )
+    options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Options by metric name, e.g. task_success: task_description, success_criteria, temperature; "
+        "role_adherence: role; turn_relevancy: window.",
+    )
+    criteria: list[CriterionSettings] = Field(default_factory=list, description="Custom judged criteria.")
     thresholds: dict[str, float] = Field(
         default_factory=dict,
         description="Pass thresholds by metric name (default 0.7 unless the metric says otherwise).",
@@ -88,6 +118,40 @@ class MetricsSettings(_Section):
             if not 0.0 <= t <= 1.0:
                 raise ValueError(f"threshold for {name!r} must be within [0, 1], got {t}")
         return v
+
+
+class JudgeSettings(_Section):
+    model: str | None = Field(
+        None, description="Judge model; the judge tier is on when a model and an API key are set."
+    )
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint; default: OPENAI_BASE_URL, else OpenAI.")
+    api_key: SecretStr | None = Field(
+        None, description="API key; default: OPENAI_API_KEY. Set it from the environment."
+    )
+    structured_output: Literal["json_schema", "json_object"] = Field(
+        "json_schema", description="`json_object` for endpoints without JSON-schema support."
+    )
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of judge calls.")
+    seed: int = Field(42, description="Seed sent with every judge call.")
+    timeout_seconds: float = Field(60.0, gt=0, description="Timeout of one judge call.")
+    max_retries: int = Field(3, ge=0, description="Retries of one call on 429, 5xx and timeouts.")
+    max_concurrency: int = Field(8, gt=0, description="Judge calls in flight at most; halved on 429, regrown slowly.")
+    cache: bool = Field(True, description="Reuse answers to identical requests (stored in the state store).")
+    input_price_per_mtok: float = Field(0.0, ge=0, description="USD per million input tokens, for cost figures.")
+    cached_input_price_per_mtok: float = Field(0.0, ge=0, description="USD per million cached input tokens.")
+    output_price_per_mtok: float = Field(0.0, ge=0, description="USD per million output tokens.")
+    max_tokens_per_thread: int | None = Field(None, gt=0, description="Token budget of one thread evaluation.")
+    max_tokens_per_hour: int | None = Field(None, gt=0, description="Token budget per hour for the whole worker.")
+
+    def resolved_api_key(self) -> str | None:
+        return self.api_key.get_secret_value() if self.api_key else os.environ.get("OPENAI_API_KEY") or None
+
+    def resolved_base_url(self) -> str | None:
+        return self.base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.model and self.resolved_api_key())
 
 
 class ReviewSettings(_Section):
@@ -159,6 +223,7 @@ class Settings(BaseSettings):
     receiver: ReceiverSettings = Field(default_factory=ReceiverSettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     sinks: SinkSettings = Field(default_factory=SinkSettings)

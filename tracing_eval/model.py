@@ -176,6 +176,7 @@ class MetricResult(_Model):
     output_tokens: int = 0
     cost_usd: float = 0.0
     duration_ms: float = 0.0
+    input_hash: str | None = None  # hash of what a judged result looked at; equal hash -> reusable
 
     def target(self, thread: Thread | None = None) -> str:
         """`thread`, or the turn: its trace id when known (stable as turns are added), else its index."""

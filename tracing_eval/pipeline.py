@@ -10,8 +10,9 @@ import structlog
 
 from tracing_eval.assemble import thread_from_traces
 from tracing_eval.config import Settings
-from tracing_eval.evaluate import evaluate_thread
-from tracing_eval.metrics.base import Metric
+from tracing_eval.evaluate import evaluate_all
+from tracing_eval.metrics.catalogue import MetricSet
+from tracing_eval.metrics.judged.base import Judge
 from tracing_eval.model import MetricResult, Scope, Thread, result_id
 from tracing_eval.review import review_reasons
 from tracing_eval.sinks import LOCAL, DeliveryStats, Sink, backoff_seconds, deliver_outbox
@@ -39,10 +40,11 @@ class TickStats:
 class Pipeline:
     store: Store
     settings: Settings
-    metrics: Sequence[Metric]
+    metrics: MetricSet
     owner: str
     sources: Sequence[Source] = ()
     sinks: Sequence[Sink] = ()
+    judge: Judge | None = None
 
     @property
     def readiness(self) -> Readiness:
@@ -83,8 +85,15 @@ class Pipeline:
             thread = thread_from_traces(
                 claim.thread_key, await self.store.load_traces(claim.thread_key), version=claim.version
             )
-            results = evaluate_thread(thread, self.metrics) if thread.turns else []
-            if claim.mode is Mode.TURNS:
+            earlier = await self.store.results(claim.thread_key)
+            reuse = {(s.result.metric, s.result.input_hash): s.result for s in earlier if s.result.input_hash}
+            turns_only = claim.mode is Mode.TURNS
+            results = (
+                await evaluate_all(thread, self.metrics, self.judge, reuse, turns_only=turns_only)
+                if thread.turns
+                else []
+            )
+            if turns_only:
                 results = [r for r in results if r.scope is not Scope.THREAD]
             reasons = review_reasons(results, self.settings.review) if claim.mode is Mode.THREAD else []
             outgoing = [self._outgoing(claim.thread_key, thread, r) for r in results]

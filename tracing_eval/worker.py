@@ -13,6 +13,7 @@ import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 import uvicorn
@@ -25,7 +26,8 @@ from starlette.routing import Route
 from connectors.otlp.file_source import OtlpFileSource
 from connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.config import ConfigError, Settings
-from tracing_eval.metrics.catalogue import default_registry
+from tracing_eval.metrics.catalogue import build_metrics
+from tracing_eval.metrics.judged.base import Judge
 from tracing_eval.pipeline import Pipeline, TickStats
 from tracing_eval.sinks import LOCAL, Sink
 from tracing_eval.sources import Source
@@ -76,13 +78,25 @@ def build_store(settings: Settings) -> SqlStore:
     return SqlStore(settings.store.url, sample_rate=settings.sampling.rate)
 
 
+def build_judge(settings: Settings, cache: Any = None) -> Judge | None:
+    """The judge client when a model and an API key are configured, else None (judge tier off)."""
+    if not settings.judge.enabled:
+        return None
+    from tracing_eval.judge import JudgeClient
+
+    return JudgeClient(settings.judge, cache=cache)
+
+
 def build_pipeline(
     settings: Settings, store: SqlStore, plan: SourcePlan, sinks: list[Sink], *, complete_files: bool
 ) -> Pipeline:
-    metrics = default_registry().build(settings.metrics.enabled, settings.metrics.thresholds)
+    metrics = build_metrics(settings)
     sources: list[Source] = [OtlpFileSource(p, complete=complete_files) for p in plan.files]
     owner = f"{socket.gethostname()}:{os.getpid()}"
-    return Pipeline(store=store, settings=settings, metrics=metrics, owner=owner, sources=sources, sinks=sinks)
+    judge = build_judge(settings, cache=store if settings.judge.cache else None)
+    return Pipeline(
+        store=store, settings=settings, metrics=metrics, owner=owner, sources=sources, sinks=sinks, judge=judge
+    )
 
 
 def http_app(receiver: OtlpReceiver | None) -> Starlette:

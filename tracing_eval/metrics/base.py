@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
-from tracing_eval.config import ConfigError
 from tracing_eval.model import MetricResult, Thread
 
 Tier = Literal["deterministic", "judge"]
@@ -52,25 +50,3 @@ class Metric(Protocol):
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         """Return this metric's results for the thread: per-turn and/or one thread result."""
         ...
-
-
-@dataclass
-class Registry:
-    """Metric factories by name; a factory takes the metric's threshold (None = default)."""
-
-    factories: dict[str, Callable[[float | None], Metric]] = field(default_factory=dict)
-
-    def register(self, name: str, factory: Callable[[float | None], Metric]) -> None:
-        if name in self.factories:
-            raise ValueError(f"metric {name!r} is registered twice")
-        self.factories[name] = factory
-
-    def names(self) -> list[str]:
-        return list(self.factories)
-
-    def build(self, names: Iterable[str], thresholds: dict[str, float] | None = None) -> list[Metric]:
-        thresholds = thresholds or {}
-        unknown = [n for n in names if n not in self.factories]
-        if unknown:
-            raise ConfigError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(self.names())}")
-        return [self.factories[n](thresholds.get(n)) for n in names]

@@ -1,0 +1,149 @@
+"""What judged metrics share: the judge interface they call, their context, scales and result helpers.
+
+A judged metric renders nothing itself: the transcript is rendered once per thread (so every
+metric's prompt starts with the same prefix and providers' prompt caching serves the thread),
+and each metric adds its own instructions and a JSON schema for the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.model import MetricResult, Scope, Status, Thread
+
+T = TypeVar("T")
+
+#: V5+ (success): eval_lib's verdict weights.
+V5_PLUS: dict[str, float] = {"fully": 1.0, "mostly": 0.9, "partial": 0.7, "minor": 0.3, "none": 0.0}
+#: V5- (defects, inverted so that higher is better).
+V5_MINUS: dict[str, float] = {"none": 1.0, "minor": 0.9, "partial": 0.7, "mostly": 0.3, "fully": 0.0}
+#: FR6 (behaviour under uncertainty).
+FR6: dict[str, float] = {
+    "hallucination": 0.0,
+    "stall": 0.4,
+    "mixed": 0.6,
+    "honest_fallback": 1.0,
+    "alternative_proposed": 1.0,
+    "not_applicable": 1.0,
+}
+
+
+class JudgeError(Exception):
+    """The judge could not give a usable answer (after the corrective re-ask, retries or budget)."""
+
+
+class MalformedAnswer(ValueError):
+    """Raised by a metric's parser: the answer does not fit (missing field, unknown label, ...)."""
+
+
+@dataclass
+class JudgeUsage:
+    """Tokens and cost of judge calls; add them up per metric and per thread."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, other: JudgeUsage) -> JudgeUsage:
+        self.calls += other.calls
+        self.cache_hits += other.cache_hits
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cached_input_tokens += other.cached_input_tokens
+        self.cost_usd += other.cost_usd
+        return self
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One question to the judge: the shared transcript first, then this metric's instructions."""
+
+    metric: str
+    transcript: str
+    instructions: str
+    schema: Mapping[str, Any]  # JSON schema (an object) the answer must follow
+    thread_key: str | None = None
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """The one door to LLM judges (implemented by `tracing_eval.judge.JudgeClient`)."""
+
+    model: str
+
+    async def ask(self, request: JudgeRequest, parse: Callable[[Any], T]) -> tuple[T, JudgeUsage]:
+        """Ask, parse the JSON answer with `parse` (which raises MalformedAnswer), re-ask once on a
+        malformed answer, and return the parsed value with the usage. Raises JudgeError."""
+        ...
+
+
+@dataclass
+class JudgeContext:
+    """Everything a judged metric may use besides the thread."""
+
+    judge: Judge
+    transcript: str
+    deterministic: list[MetricResult] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)  # this metric's options (config, thread metadata)
+    reuse: dict[tuple[str, str], MetricResult] = field(default_factory=dict)  # (metric, turn content hash)
+
+    def deterministic_result(self, metric: str, turn_index: int | None = None) -> MetricResult | None:
+        return next((r for r in self.deterministic if r.metric == metric and r.turn_index == turn_index), None)
+
+
+@runtime_checkable
+class JudgedMetric(Protocol):
+    spec: MetricSpec
+
+    async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]: ...
+
+
+def with_usage(result: MetricResult, usage: JudgeUsage, model: str) -> MetricResult:
+    """Record the judge model, tokens and cost on a result."""
+    result.judge_model = model
+    result.input_tokens = usage.input_tokens
+    result.output_tokens = usage.output_tokens
+    result.cost_usd = round(usage.cost_usd, 6)
+    return result
+
+
+def judge_error(spec: MetricSpec, exc: Exception, *, turn_index: int | None = None) -> MetricResult:
+    """A judged metric that failed: status error with the reason, never a default score."""
+    return MetricResult(
+        metric=spec.name,
+        metric_version=spec.version,
+        scope=Scope.THREAD if turn_index is None else Scope.TURN,
+        turn_index=turn_index,
+        status=Status.ERROR,
+        error=f"{type(exc).__name__}: {exc}",
+        reason=f"judge failed: {exc}",
+        threshold=spec.threshold,
+    )
+
+
+def skipped(spec: MetricSpec, reason: str, *, turn_index: int | None = None) -> MetricResult:
+    return MetricResult(
+        metric=spec.name,
+        metric_version=spec.version,
+        scope=Scope.THREAD if turn_index is None else Scope.TURN,
+        turn_index=turn_index,
+        status=Status.SKIPPED,
+        reason=reason,
+        threshold=spec.threshold,
+    )
+
+
+def label_of(data: Any, key: str, scale: Mapping[str, float]) -> str:
+    """The label under `key`, which must be one of the scale's labels (else MalformedAnswer)."""
+    if not isinstance(data, dict):
+        raise MalformedAnswer("the answer must be a JSON object")
+    value = data.get(key)
+    if not isinstance(value, str) or value.strip().lower() not in scale:
+        raise MalformedAnswer(f"{key!r} must be one of {', '.join(scale)}; got {value!r}")
+    return value.strip().lower()
