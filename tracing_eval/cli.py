@@ -270,6 +270,76 @@ async def _eval_threads(settings: Settings, metrics: Any, threads: list[Any]) ->
                 await judge.close()
 
 
+# -- doctor ------------------------------------------------------------------------------------
+
+
+@main.command()
+@config_option
+@click.option(
+    "--source", "sources", multiple=True, metavar="SPEC", help="Sources to check (default: the configured ones)."
+)
+def doctor(config_path: Path | None, sources: tuple[str, ...]) -> None:
+    """Check the configuration, the store, the sources and the judge; exit 1 if anything is wrong."""
+    from tracing_eval import worker
+
+    problems = 0
+
+    def report(ok: bool, what: str, detail: str) -> None:
+        nonlocal problems
+        problems += not ok
+        mark = "[green]ok[/green]  " if ok else "[red]FAIL[/red]"
+        out().print(f"{mark} {what}: {detail}")
+
+    try:
+        settings = _settings(config_path)
+        report(True, "config", str(config_path or "defaults, environment and ./tracing-eval.toml if present"))
+    except ConfigError as exc:
+        report(False, "config", str(exc))
+        sys.exit(1)
+
+    async def checks() -> None:
+        store = worker.build_store(settings)
+        try:
+            await store.open()
+            report(True, "store", store.engine.url.render_as_string(hide_password=True))
+        except StoreError as exc:
+            report(False, "store", str(exc))
+        finally:
+            await store.close()
+        try:
+            plan = worker.plan_sources(sources, settings)
+            for path in plan.files:
+                ok = path.is_file()
+                report(ok, f"source otlp-file:{path}", "readable" if ok else "does not exist")
+            if plan.otlp_http:
+                report(True, "source otlp-http", f"receiver will listen on {settings.http.address}")
+        except ConfigError as exc:
+            report(False, "sources", str(exc))
+        try:
+            build_metrics(settings)
+        except ConfigError as exc:
+            report(False, "metrics", str(exc))
+        judge = worker.build_judge(settings)
+        if judge is None:
+            report(
+                True,
+                "judge",
+                "not configured: judged metrics are skipped (set TRACING_EVAL_JUDGE__MODEL and OPENAI_API_KEY)",
+            )
+            return
+        try:
+            report(True, "judge", await judge.check())
+        except Exception as exc:
+            report(False, "judge", f"{exc} (check [judge] base_url, model and OPENAI_API_KEY)")
+        finally:
+            await judge.close()
+
+    asyncio.run(checks())
+    if problems:
+        err().print(f"{problems} problem(s) found")
+        sys.exit(1)
+
+
 # -- results and review ------------------------------------------------------------------------
 
 
