@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracing_eval.config import JUDGED_PACK, ConfigError, Settings
+from tracing_eval.config import ConfigError, Settings
 from tracing_eval.metrics.base import Metric
 from tracing_eval.metrics.deterministic import DETERMINISTIC_METRICS
 from tracing_eval.metrics.judged import JUDGED_METRICS, criterion_metric
@@ -38,7 +38,6 @@ def build_metrics(settings: Settings, names: Sequence[str] | None = None) -> Met
     criteria = {CRITERION_PREFIX + c.name: c for c in settings.metrics.criteria}
     if names is None:
         wanted += [n for n in criteria if n not in wanted]
-    wanted = [n for n in wanted if n in JUDGED_METRICS or n not in JUDGED_PACK]  # interim: judged tier landing
     unknown = [n for n in wanted if n not in DETERMINISTIC_METRICS and n not in JUDGED_METRICS and n not in criteria]
     if unknown:
         raise ConfigError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(known_names(settings))}")

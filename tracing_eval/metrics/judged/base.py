@@ -139,6 +139,61 @@ def skipped(spec: MetricSpec, reason: str, *, turn_index: int | None = None) -> 
     )
 
 
+def text_of(data: Any, key: str) -> str:
+    """A string field of the answer (stripped); anything else is a malformed answer."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, str):
+        raise MalformedAnswer(f"{key!r} must be a string; got {value!r}")
+    return value.strip()
+
+
+def strings_of(data: Any, key: str) -> list[str]:
+    """A list-of-strings field of the answer; anything else is a malformed answer."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MalformedAnswer(f"{key!r} must be a list of strings; got {value!r}")
+    return [v.strip() for v in value]
+
+
+def reuse_prior(
+    spec: MetricSpec,
+    prior: MetricResult | None,
+    key: str,
+    ctx: JudgeContext,
+    turn_index: int,
+    evidence: dict[str, Any] | None = None,
+) -> MetricResult | None:
+    """A prior per-turn result carried over to this run, or None when it may not be reused.
+
+    Reusable: status ok, the same metric version, the same `input_hash` (what it judged), and the
+    same judge model (or none recorded). The copy costs nothing now and is marked `evidence.reused`.
+    """
+    if (
+        prior is None
+        or prior.status != Status.OK
+        or prior.score is None
+        or prior.metric_version != spec.version
+        or prior.input_hash != key
+        or prior.judge_model not in (None, ctx.judge.model)
+    ):
+        return None
+    result = MetricResult(
+        metric=spec.name,
+        metric_version=spec.version,
+        scope=Scope.TURN,
+        turn_index=turn_index,
+        score=prior.score,
+        label=prior.label,
+        passed=None if spec.threshold is None else prior.score >= spec.threshold,
+        threshold=spec.threshold,
+        reason=prior.reason,
+        evidence={**prior.evidence, **(evidence or {}), "reused": True},
+        judge_model=prior.judge_model,
+        input_hash=key,
+    )
+    return result
+
+
 def label_of(data: Any, key: str, scale: Mapping[str, float]) -> str:
     """The label under `key`, which must be one of the scale's labels (else MalformedAnswer)."""
     if not isinstance(data, dict):

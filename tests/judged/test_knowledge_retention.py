@@ -1,0 +1,126 @@
+"""L3 `knowledge_retention`: one call over the numbered thread; 1 - bad / eligible replies."""
+
+from typing import Any
+
+import pytest
+
+from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems
+from tracing_eval.metrics.deterministic.reask import Reask
+from tracing_eval.metrics.judged.knowledge_retention import NAME, KnowledgeRetention
+from tracing_eval.model import MetricResult, Status, Thread
+
+# The article's return chat: the order number given at [2] is asked for again at [7].
+RETURN = chat(
+    "I want to return an order that arrived damaged.",
+    "Sorry about that. Can you share the order number?",
+    "It's #4471.",
+    "Got it. Damaged on arrival, or after use?",
+    "On arrival. The screen was cracked.",
+    "Understood. Replacement or refund?",
+    "Refund. How long does that take?",
+    "3-5 business days. Can you share the order number again?",
+)
+
+
+def verdict(message: int, label: str, fact: str = "order #4471") -> dict[str, Any]:
+    return {"message": message, "verdict": label, "fact": fact, "reason": f"{label} at {message}"}
+
+
+def answer(first: int | None, *verdicts: dict[str, Any], reason: str = "overall") -> dict[str, Any]:
+    return {"first_fact_message": first, "verdicts": list(verdicts), "reason": reason}
+
+
+async def run(
+    *answers: Any, thread: Thread = RETURN, deterministic: list[MetricResult] | None = None
+) -> tuple[MetricResult, ScriptedJudge]:
+    judge = ScriptedJudge({NAME: list(answers)})
+    [result] = await KnowledgeRetention().evaluate(thread, judge_context(thread, judge, deterministic=deterministic))
+    assert judge.unused() == {}
+    return result, judge
+
+
+async def test_prompt_states_rules_two_and_three_and_the_labels() -> None:
+    _, judge = await run(answer(0))
+    [request] = judge.requests
+    text = request.instructions
+    assert "- ok:" in text and "- forgot:" in text and "- contradicted:" in text
+    assert "asks again for information the user already gave" in text  # rule 2
+    assert "clarify" in text and "confirm" in text  # rule 3
+    assert "rule-based" not in text  # no hints without the deterministic tier
+    assert strict_schema_problems(request.schema) == []
+
+
+async def test_deterministic_reasks_are_hints() -> None:
+    _, judge = await run(answer(0), deterministic=Reask().evaluate(RETURN))
+    text = judge.requests[0].instructions
+    assert "A rule-based check flagged" in text
+    assert "message [7] asks for the order_number given at message [2] (4471)" in text
+
+
+async def test_reask_of_a_known_fact_is_forgot() -> None:
+    result, _ = await run(answer(0, verdict(1, "ok"), verdict(7, "forgot"), reason="asked for the order again"))
+    # eligible: the replies [1], [3], [5], [7] after the first fact [0]
+    assert (result.score, result.label, result.passed) == (0.75, "forgot", True)
+    assert result.reason == "asked for the order again"
+    assert result.evidence["bad_messages"] == [7]
+    assert result.evidence["bad_turns"] == [3]
+    assert result.evidence["eligible_messages"] == 4
+    assert [v["verdict"] for v in result.evidence["verdicts"]] == ["forgot"]  # ok verdicts are the default
+
+
+async def test_contradiction_wins_the_label_and_a_message_counts_once() -> None:
+    result, _ = await run(
+        answer(2, verdict(5, "contradicted"), verdict(5, "forgot", fact="screen cracked"), verdict(7, "forgot"))
+    )
+    # eligible after [2]: [3], [5], [7]; bad: [5], [7]
+    assert (result.score, result.label, result.passed) == (0.3333, "contradicted", False)
+    assert result.evidence["bad_messages"] == [5, 7]
+
+
+async def test_all_ok_is_retained() -> None:
+    result, _ = await run(answer(0))
+    assert (result.score, result.label, result.status) == (1.0, "retained", Status.OK)
+    assert (result.judge_model, result.input_tokens) == ("fake-judge", 100)
+
+
+async def test_no_user_fact_is_not_applicable_after_the_call() -> None:
+    thread = chat("hi", "Hello! How can I help?", "what can you do?", "I answer questions about orders.")
+    result, judge = await run(answer(None, verdict(1, "ok")), thread=thread)
+    assert result.status == Status.NOT_APPLICABLE
+    assert len(judge.requests) == 1 and result.input_tokens == 100
+
+
+async def test_single_exchange_is_not_applicable_without_a_call() -> None:
+    thread = chat("My order is #4471, where is it?", "It ships tomorrow.")
+    result, judge = await run(thread=thread)
+    assert result.status == Status.NOT_APPLICABLE
+    assert judge.requests == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        answer(0, verdict(7, "amnesia")),  # unknown label
+        answer(0, verdict(42, "ok")),  # no such message
+        answer(0, verdict(2, "forgot")),  # a user message
+        answer(4, verdict(3, "forgot")),  # a reply before the first fact
+        answer(1),  # the first fact is not a user message
+        answer(None, verdict(7, "forgot")),  # forgot, with no fact
+        {"first_fact_message": 0, "verdicts": {"7": "forgot"}, "reason": "x"},  # wrong shape
+    ],
+)
+async def test_malformed_twice_is_an_error(bad: dict[str, Any]) -> None:
+    result, judge = await run(bad, bad)
+    assert len(judge.requests) == 2
+    assert (result.status, result.score, result.label) == (Status.ERROR, None, None)
+    assert result.reason.startswith("judge failed:")
+
+
+async def test_unknown_label_reason_names_the_labels() -> None:
+    result, _ = await run(answer(0, verdict(7, "amnesia")), answer(0, verdict(7, "amnesia")))
+    assert "'verdict' must be one of ok, forgot, contradicted" in result.reason
+
+
+async def test_reask_after_malformed_answer_sums_usage() -> None:
+    result, _ = await run(answer(0, verdict(7, "amnesia")), answer(0, verdict(7, "forgot")))
+    assert (result.status, result.score, result.input_tokens, result.output_tokens) == (Status.OK, 0.75, 200, 40)

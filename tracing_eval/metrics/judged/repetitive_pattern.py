@@ -1,0 +1,202 @@
+"""`repetitive_pattern` (seed 000, L6): is the assistant stuck repeating itself? One judge call, V5−.
+
+The deterministic `repetition` and `refusal_loop` results go into the instructions as hints, and
+they gate the call: when both are `none`, the closest pair of replies is below 0.35 similarity and
+no tool call repeats with the same arguments, the judge is not asked (status `skipped`). Lexical
+checks miss paraphrases, so anything short of that clean picture goes to the judge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from tracing_eval.metrics.base import MetricBase
+from tracing_eval.metrics.judged.base import (
+    V5_MINUS,
+    JudgeContext,
+    JudgeError,
+    JudgeRequest,
+    MalformedAnswer,
+    judge_error,
+    label_of,
+    skipped,
+    with_usage,
+)
+from tracing_eval.model import MetricResult, Scope, Status, Thread, not_applicable, score_result
+
+NAME = "repetitive_pattern"
+VERSION = "1"
+GATE_MAX_SIMILARITY = 0.35
+MAX_HINT_SEGMENTS = 5
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdict": {"type": "string", "enum": list(V5_MINUS)},
+        "repeated_segments": {"type": "array", "items": {"type": "string"}},
+        "reason": {"type": "string"},
+    },
+    "required": ["verdict", "repeated_segments", "reason"],
+    "additionalProperties": False,
+}
+
+RUBRIC = """\
+TASK: decide whether the assistant repeats itself without moving the conversation forward \
+(the same phrases, answers or tool calls over and over).
+Verdicts:
+- none: no repetition; every assistant turn adds something new.
+- minor: one phrase comes back slightly, but the conversation moves on.
+- partial: noticeable repetition, yet some progress is made.
+- mostly: frequent repetition and almost no progress.
+- fully: stuck in a loop; the same action or answer again with no progress.
+Rules:
+- Repetition is a defect only when nothing moves forward. Consistent wording in reply to a question \
+the user asks again is neutral.
+- A run of refusals is a loop (fully), even when each refusal is worded differently.
+- The end of the conversation counts most: if the assistant breaks out of a loop and recovers, \
+the verdict reflects the recovery."""
+
+ANSWER = (
+    "Answer in JSON: verdict; repeated_segments: what is repeated (short quotes or actions with their "
+    "message numbers [n]; empty if nothing); reason: one or two sentences."
+)
+
+
+@dataclass(frozen=True)
+class Answer:
+    verdict: str
+    repeated_segments: list[str]
+    reason: str
+
+
+def parse(data: Any) -> Answer:
+    verdict = label_of(data, "verdict", V5_MINUS)
+    segments = data.get("repeated_segments")
+    if not isinstance(segments, list) or not all(isinstance(s, str) for s in segments):
+        raise MalformedAnswer("'repeated_segments' must be a list of strings")
+    reason = data.get("reason")
+    if not isinstance(reason, str):
+        raise MalformedAnswer("'reason' must be a string")
+    return Answer(verdict, segments, reason.strip())
+
+
+def repeated_tool_calls(thread: Thread) -> list[dict[str, Any]]:
+    """Tool calls made two or more times with the same name and arguments."""
+    seen: Counter[tuple[str, str]] = Counter()
+    positions: dict[tuple[str, str], list[int | None]] = {}
+    for m in thread.messages:
+        for call in m.tool_calls:
+            key = (call.name, json.dumps(call.arguments, sort_keys=True, ensure_ascii=False, default=str))
+            seen[key] += 1
+            positions.setdefault(key, []).append(m.position)
+    return [
+        {"call": f"{name}({args})"[:200], "count": count, "messages": positions[(name, args)]}
+        for (name, args), count in seen.items()
+        if count >= 2
+    ]
+
+
+def lexical_evidence(thread: Thread, ctx: JudgeContext) -> dict[str, Any]:
+    """What the deterministic tier saw, in the shape the result's evidence keeps."""
+    out: dict[str, Any] = {}
+    rep = ctx.deterministic_result("repetition")
+    if rep is not None:
+        out["repetition"] = rep.label if rep.status == Status.OK else rep.status.value
+        if rep.status == Status.OK:
+            out["max_similarity"] = rep.evidence.get("max_similarity")
+            out["repeated_messages"] = rep.evidence.get("repeated_messages", [])
+            out["repeated_segments"] = rep.evidence.get("repeated_segments", [])[:MAX_HINT_SEGMENTS]
+    loop = ctx.deterministic_result("refusal_loop")
+    if loop is not None:
+        out["refusal_loop"] = loop.label if loop.status == Status.OK else loop.status.value
+        if loop.status == Status.OK:
+            out["refusal_messages"] = loop.evidence.get("refusal_messages", [])
+    out["repeated_tool_calls"] = repeated_tool_calls(thread)
+    return out
+
+
+def skip_reason(lexical: dict[str, Any]) -> str | None:
+    """Why the judge need not be asked, or None when it must be."""
+    similarity = lexical.get("max_similarity")
+    clean = (
+        lexical.get("repetition") == "none"
+        and lexical.get("refusal_loop") == "none"
+        and isinstance(similarity, int | float)
+        and similarity < GATE_MAX_SIMILARITY
+        and not lexical["repeated_tool_calls"]
+    )
+    if not clean:
+        return None
+    return (
+        f"lexical checks found no repetition (max similarity {similarity:.2f} < {GATE_MAX_SIMILARITY}), "
+        "no refusal loop and no repeated tool call; the judge was not asked"
+    )
+
+
+def hints(lexical: dict[str, Any]) -> str:
+    """The deterministic findings as short lines for the judge."""
+    lines = []
+    if "repetition" in lexical:
+        line = f"- word-overlap check: {lexical['repetition']}"
+        if "max_similarity" in lexical:
+            line += f"; highest similarity between replies {lexical['max_similarity']}"
+            line += f"; repeating messages {lexical['repeated_messages'] or 'none'}"
+        lines.append(line)
+        for seg in lexical.get("repeated_segments", []):
+            lines.append(f'  - "{seg["text"]}" appears {seg["count"]} times, messages {seg["positions"]}')
+    if "refusal_loop" in lexical:
+        line = f"- refusal check: {lexical['refusal_loop']}"
+        if lexical.get("refusal_messages"):
+            line += f"; refusals in messages {lexical['refusal_messages']}"
+        lines.append(line)
+    for call in lexical["repeated_tool_calls"]:
+        lines.append(f"- tool call {call['call']} made {call['count']} times, messages {call['messages']}")
+    if not lines:
+        return ""
+    head = "Hints from lexical checks (they miss paraphrases and may flag harmless overlap; you decide):"
+    return "\n".join([head, *lines])
+
+
+def instructions(lexical: dict[str, Any]) -> str:
+    return "\n\n".join(part for part in (RUBRIC, hints(lexical), ANSWER) if part)
+
+
+class RepetitivePattern(MetricBase):
+    """Thread-scope judged repetition (V5−), gated by the deterministic tier."""
+
+    name = NAME
+    version = VERSION
+    tier = "judge"
+    scopes = ("thread",)
+    default_threshold = 0.7
+    description = "The assistant repeats phrases, answers or tool calls without progress (judge, V5−)."
+
+    async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
+        replies = [m for m in thread.messages if m.role == "assistant" and (m.content.strip() or m.tool_calls)]
+        if len(replies) < 2:
+            return [not_applicable(NAME, "fewer than two assistant replies", version=VERSION)]
+        lexical = lexical_evidence(thread, ctx)
+        reason = skip_reason(lexical)
+        if reason is not None:
+            result = skipped(self.spec, reason)
+            result.evidence = {"lexical": lexical}
+            return [result]
+        request = JudgeRequest(NAME, ctx.transcript, instructions(lexical), SCHEMA, thread_key=thread.key)
+        try:
+            answer, usage = await ctx.judge.ask(request, parse)
+        except JudgeError as exc:
+            return [judge_error(self.spec, exc)]
+        result = score_result(
+            NAME,
+            V5_MINUS[answer.verdict],
+            threshold=self.spec.threshold,
+            scope=Scope.THREAD,
+            label=answer.verdict,
+            reason=answer.reason,
+            evidence={"verdict": answer.verdict, "repeated_segments": answer.repeated_segments, "lexical": lexical},
+            version=VERSION,
+        )
+        return [with_usage(result, usage, ctx.judge.model)]
