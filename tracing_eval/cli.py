@@ -241,8 +241,9 @@ def eval_cmd(
 async def _eval_threads(settings: Settings, metrics: Any, threads: list[Any]) -> list[dict[str, Any]]:
     """Evaluate threads (judge calls of several threads overlap), keeping input order."""
     from tracing_eval import worker
+    from tracing_eval.judge import MemoryCache
 
-    judge = worker.build_judge(settings)
+    judge = worker.build_judge(settings, cache=MemoryCache() if settings.judge.cache else None)
     if metrics.judged and judge is None:
         err().print("judge tier skipped: no judge configured (set TRACING_EVAL_JUDGE__MODEL and OPENAI_API_KEY)")
     gate = asyncio.Semaphore(settings.judge.max_concurrency if judge else 1)
@@ -259,7 +260,7 @@ async def _eval_threads(settings: Settings, metrics: Any, threads: list[Any]) ->
 
         async def one(thread: Any) -> dict[str, Any]:
             async with gate:
-                results = await evaluate_all(thread, metrics, judge)
+                results = await evaluate_all(thread, metrics, judge.for_thread(thread.key) if judge else None)
             progress.advance(task)
             return thread_record(thread.key, results, len(thread.turns))
 

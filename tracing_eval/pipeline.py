@@ -11,8 +11,8 @@ import structlog
 from tracing_eval.assemble import thread_from_traces
 from tracing_eval.config import Settings
 from tracing_eval.evaluate import evaluate_all
+from tracing_eval.judge import JudgeClient, ThreadJudge
 from tracing_eval.metrics.catalogue import MetricSet
-from tracing_eval.metrics.judged.base import Judge
 from tracing_eval.model import MetricResult, Scope, Thread, result_id
 from tracing_eval.review import review_reasons
 from tracing_eval.sinks import LOCAL, DeliveryStats, Sink, backoff_seconds, deliver_outbox
@@ -44,7 +44,7 @@ class Pipeline:
     owner: str
     sources: Sequence[Source] = ()
     sinks: Sequence[Sink] = ()
-    judge: Judge | None = None
+    judge: JudgeClient | None = None
 
     @property
     def readiness(self) -> Readiness:
@@ -89,7 +89,7 @@ class Pipeline:
             reuse = {(s.result.metric, s.result.input_hash): s.result for s in earlier if s.result.input_hash}
             turns_only = claim.mode is Mode.TURNS
             results = (
-                await evaluate_all(thread, self.metrics, self.judge, reuse, turns_only=turns_only)
+                await evaluate_all(thread, self.metrics, self._judge_for(thread.key), reuse, turns_only=turns_only)
                 if thread.turns
                 else []
             )
@@ -117,6 +117,10 @@ class Pipeline:
         else:
             stats.turn_evaluations += 1
         bound.info("evaluated", turns=len(thread.turns), results=len(results), review=bool(reasons))
+
+    def _judge_for(self, thread_key: str) -> ThreadJudge | None:
+        """The judge with this thread's token budget, when the judge tier is on."""
+        return self.judge.for_thread(thread_key) if self.judge else None
 
     @staticmethod
     def _outgoing(key: str, thread: Thread, r: MetricResult) -> Outgoing:

@@ -13,7 +13,6 @@ import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 import uvicorn
@@ -26,8 +25,8 @@ from starlette.routing import Route
 from connectors.otlp.file_source import OtlpFileSource
 from connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.config import ConfigError, Settings
+from tracing_eval.judge import JudgeCache, JudgeClient
 from tracing_eval.metrics.catalogue import build_metrics
-from tracing_eval.metrics.judged.base import Judge
 from tracing_eval.pipeline import Pipeline, TickStats
 from tracing_eval.sinks import LOCAL, Sink
 from tracing_eval.sources import Source
@@ -78,13 +77,9 @@ def build_store(settings: Settings) -> SqlStore:
     return SqlStore(settings.store.url, sample_rate=settings.sampling.rate)
 
 
-def build_judge(settings: Settings, cache: Any = None) -> Judge | None:
+def build_judge(settings: Settings, cache: JudgeCache | None = None) -> JudgeClient | None:
     """The judge client when a model and an API key are configured, else None (judge tier off)."""
-    if not settings.judge.enabled:
-        return None
-    from tracing_eval.judge import JudgeClient
-
-    return JudgeClient(settings.judge, cache=cache)
+    return JudgeClient.from_settings(settings.judge, cache)
 
 
 def build_pipeline(

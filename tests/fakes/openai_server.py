@@ -4,7 +4,10 @@ The real `openai` client talks to it over HTTP: `POST /v1/chat/completions` (pla
 `stream=true` server-sent events ending in `[DONE]`) and `GET /v1/models`. What it answers is
 decided by a handler, `(request_json) -> Reply`; a `Reply` carries text and/or tool calls, or an
 HTTP error with headers (429 + `Retry-After`), and an optional delay. Token usage is counted
-deterministically from the text (`count_tokens`). Every request is recorded.
+deterministically from the text (`count_tokens`). Every request is recorded, and so is the most
+requests ever in flight at once. `response_format` is checked the way OpenAI checks it (a 400
+otherwise), optionally against the formats an endpoint supports; `prefix_cache=True` reports
+`prompt_tokens_details.cached_tokens` for message prefixes seen before.
 
     with FakeOpenAIServer(ScriptedHandler({"hi": [Reply("hello")]})) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="test")
@@ -70,6 +73,43 @@ def message_text(message: Mapping[str, Any]) -> str:
 def prompt_tokens(request: Mapping[str, Any]) -> int:
     """Tokens of every message's role and text (tool definitions are not counted)."""
     return sum(1 + count_tokens(message_text(m)) for m in request.get("messages") or [])
+
+
+_SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def response_format_error(request: Mapping[str, Any], supported: Iterable[str]) -> str | None:
+    """Why OpenAI would reject the request's `response_format` (None when it is fine)."""
+    fmt = request.get("response_format")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind not in ("text", "json_object", "json_schema"):
+        return f"Invalid value for 'response_format.type': {kind!r}."
+    if kind not in supported:
+        return f"'response_format' of type '{kind}' is not supported with this model."
+    if kind == "json_object":
+        said = " ".join(message_text(m) for m in request.get("messages") or [])
+        if "json" not in said.lower():
+            return (
+                "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'."
+            )
+    if kind == "json_schema":
+        spec = fmt.get("json_schema")
+        if not isinstance(spec, dict) or not _SCHEMA_NAME.match(str(spec.get("name", ""))):
+            return "'response_format.json_schema.name' must match ^[a-zA-Z0-9_-]{1,64}$."
+        if not isinstance(spec.get("schema"), dict):
+            return "'response_format.json_schema.schema' must be a JSON schema object."
+    return None
+
+
+def _prefix_digests(messages: Sequence[Any]) -> list[str]:
+    """Digests of messages[:1], messages[:2], ...: what a provider's prefix cache is keyed on."""
+    out, h = [], hashlib.sha256()
+    for m in messages:
+        h.update(json.dumps(m, sort_keys=True).encode())
+        out.append(h.copy().hexdigest())
+    return out
 
 
 def first_user_message(request: Mapping[str, Any]) -> str:
@@ -319,9 +359,16 @@ class FakeOpenAIServer:
         host: str = "127.0.0.1",
         port: int = 0,
         models: Sequence[str] = ("gpt-4o-mini",),
+        response_formats: Iterable[str] = ("text", "json_object", "json_schema"),
+        prefix_cache: bool = False,
     ) -> None:
         self.handler = handler
         self.host, self.port, self.models = host, port, tuple(models)
+        self.response_formats = frozenset(response_formats)
+        self.prefix_cache = prefix_cache
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._prefixes: set[str] = set()
         self._exchanges: list[Exchange] = []
         self._lock = threading.Lock()
         self._server: uvicorn.Server | None = None
@@ -344,16 +391,28 @@ class FakeOpenAIServer:
             return list(self._exchanges)
 
     def token_totals(self) -> dict[str, int]:
-        """Prompt, completion and total tokens over every successful completion."""
-        totals = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        """Prompt, completion, total and cached prompt tokens over every successful completion."""
+        totals = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cached_tokens": 0}
         for e in self.requests:
-            for k in totals:
-                totals[k] += (e.usage or {}).get(k, 0)
+            usage = e.usage or {}
+            for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                totals[k] += usage.get(k, 0)
+            totals["cached_tokens"] += (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
         return totals
+
+    def _cached_tokens(self, body: Json) -> int:
+        """Prompt tokens of the longest message prefix served before (then remember this one's)."""
+        messages = body.get("messages") or []
+        digests = [f"{body.get('model')}:{d}" for d in _prefix_digests(messages)]
+        with self._lock:
+            hit = max((i + 1 for i, d in enumerate(digests) if d in self._prefixes), default=0)
+            self._prefixes.update(digests)
+        return sum(1 + count_tokens(message_text(m)) for m in messages[:hit])
 
     def clear(self) -> None:
         with self._lock:
             self._exchanges.clear()
+            self.max_in_flight = self.in_flight
 
     def _record(self, request: Request, body: Json | None) -> Exchange:
         ex = Exchange(request.method, request.url.path, dict(request.headers), body, received_at=time.time())
@@ -368,6 +427,16 @@ class FakeOpenAIServer:
         return JSONResponse({"object": "list", "data": data})
 
     async def _chat(self, request: Request) -> Response:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._answer_chat(request)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    async def _answer_chat(self, request: Request) -> Response:
         try:
             body = await request.json()
         except ValueError:
@@ -376,6 +445,9 @@ class FakeOpenAIServer:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             ex.status = 400
             return JSONResponse(Reply.failure(400, "body must be a JSON object with 'messages'").error, status_code=400)
+        if (problem := response_format_error(body, self.response_formats)) is not None:
+            ex.status, ex.error = 400, problem
+            return JSONResponse(Reply.failure(400, problem, code="invalid_response_format").error, status_code=400)
         try:
             reply = self.handler(body)
             if inspect.isawaitable(reply):
@@ -392,6 +464,8 @@ class FakeOpenAIServer:
             error = reply.error or Reply.failure(reply.status, f"fake error {reply.status}").error
             return JSONResponse(error, status_code=reply.status, headers=dict(reply.headers))
         ex.usage = _usage(body, reply)
+        if self.prefix_cache:
+            ex.usage["prompt_tokens_details"] = {"cached_tokens": self._cached_tokens(body)}
         if body.get("stream"):
             return StreamingResponse(
                 _sse(completion_chunks(body, reply, ex.usage)),

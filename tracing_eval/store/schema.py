@@ -139,3 +139,13 @@ source_state = Table(
     Column("name", String(512), primary_key=True),
     Column("value", Text, nullable=False),
 )
+
+#: Judge answers by request hash (model, endpoint, messages, response format, sampling), so a
+#: repeated request is answered without a call. `value` is the answer text and its usage (orjson).
+judge_cache = Table(
+    "judge_cache",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+)

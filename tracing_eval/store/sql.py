@@ -533,3 +533,22 @@ class SqlStore:
                 .values(status="resolved", resolved_at=now, resolution=resolution)
             )
         return res.rowcount == 1
+
+    # -- judge cache -----------------------------------------------------------------------
+
+    async def cache_get(self, key: str) -> dict[str, Any] | None:
+        """The cached judge answer under `key`, or None."""
+        async with self.engine.connect() as conn:
+            data = (await conn.execute(select(t.judge_cache.c.value).where(t.judge_cache.c.key == key))).scalar()
+        return orjson.loads(data) if data is not None else None
+
+    async def cache_put(self, key: str, value: dict[str, Any], now: float) -> None:
+        """Store (or replace) the judge answer under `key`."""
+        ins = self._insert(t.judge_cache).values(key=key, value=orjson.dumps(value), created_at=now)
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                ins.on_conflict_do_update(
+                    index_elements=[t.judge_cache.c.key],
+                    set_={"value": ins.excluded.value, "created_at": ins.excluded.created_at},
+                )
+            )

@@ -1,0 +1,585 @@
+"""The judge client: one async client over the `openai` package for any OpenAI-compatible endpoint.
+
+Every prompt is the same fixed system message, then the thread's transcript, then the metric's
+instructions, so all metrics of a thread share one prefix that providers can cache. Answers come
+as structured output (`json_schema`, or `json_object` with the schema in the instructions); the
+metric's parser checks them, and a malformed answer gets one corrective re-ask before JudgeError.
+
+Calls go through an adaptive concurrency cap (`tracing_eval.ratelimit`), a per-call timeout and a
+retry budget with backoff; answers are cached by request hash; usage and cost are counted per
+call, per metric, per thread and overall; token budgets hold per thread and per sliding hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol, TypeVar
+from urllib.parse import urlsplit
+
+import openai
+import orjson
+import structlog
+
+from tracing_eval.config import JudgeSettings
+from tracing_eval.metrics.judged.base import JudgeError, JudgeRequest, JudgeUsage, MalformedAnswer
+from tracing_eval.ratelimit import AdaptiveLimiter, backoff_delay, retry_after_seconds
+
+T = TypeVar("T")
+Mode = Literal["json_schema", "json_object"]
+Message = dict[str, Any]
+
+log = structlog.get_logger(__name__)
+
+SYSTEM_PROMPT = (
+    "You are a careful, impartial evaluator of conversations between users and AI assistants. "
+    "The next message holds a conversation; the message after it says what to evaluate and how. "
+    "Judge only from what the conversation shows, and answer with a single JSON object and nothing else."
+)
+DEFAULT_ENDPOINT = "https://api.openai.com/v1"
+MAX_RETRY_AFTER = 120.0  # a longer wait means quota exhausted: fail now, the thread is retried later
+HOUR = 3600.0
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+_RETRYABLE_STATUS = {408, 409, 429}
+
+
+# -- the cache ------------------------------------------------------------------------------------
+
+
+class JudgeCache(Protocol):
+    """Where answers are kept by request hash (`SqlStore` is one)."""
+
+    async def cache_get(self, key: str) -> dict[str, Any] | None: ...
+
+    async def cache_put(self, key: str, value: dict[str, Any], now: float) -> None: ...
+
+
+class MemoryCache:
+    """A `JudgeCache` in a dict, for runs without a store (`eval FILE`)."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, dict[str, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    async def cache_get(self, key: str) -> dict[str, Any] | None:
+        value = self._items.get(key)
+        return dict(value) if value is not None else None
+
+    async def cache_put(self, key: str, value: dict[str, Any], now: float) -> None:
+        self._items[key] = dict(value)
+
+
+# -- prompts and answers (pure) -------------------------------------------------------------------
+
+
+def plain_json(value: Any) -> Any:
+    """`value` as plain JSON data (mappings of any kind become dicts)."""
+    return json.loads(json.dumps(value, default=dict))
+
+
+def schema_name(metric: str) -> str:
+    """A `json_schema.name` OpenAI accepts (letters, digits, `_`, `-`; at most 64) from a metric name."""
+    return _SCHEMA_NAME.sub("_", metric).strip("_")[:64] or "answer"
+
+
+def strict_compatible(schema: Any) -> bool:
+    """Whether OpenAI's strict mode takes the schema: every object forbids extra properties and
+    requires all of its properties."""
+    if not isinstance(schema, Mapping):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        if schema.get("additionalProperties") is not False or set(schema.get("required") or ()) != set(props):
+            return False
+    children: list[Any] = list((schema.get("properties") or {}).values())
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(schema.get(key), Mapping):
+            children.append(schema[key])
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        children += list(schema.get(key) or ())
+    for key in ("$defs", "definitions"):
+        children += list((schema.get(key) or {}).values())
+    return all(strict_compatible(c) for c in children)
+
+
+def response_format(request: JudgeRequest, mode: Mode) -> dict[str, Any]:
+    """The `response_format` of a request: the metric's schema, or plain JSON mode."""
+    if mode == "json_object":
+        return {"type": "json_object"}
+    schema = plain_json(request.schema)
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": schema_name(request.metric), "schema": schema, "strict": strict_compatible(schema)},
+    }
+
+
+def instructions_text(request: JudgeRequest, mode: Mode) -> str:
+    """The metric's instructions; in `json_object` mode followed by the schema the answer must match."""
+    if mode == "json_schema":
+        return request.instructions
+    schema = json.dumps(plain_json(request.schema), ensure_ascii=False, sort_keys=True)
+    return f"{request.instructions}\n\nAnswer with only a JSON object that matches this JSON schema:\n{schema}"
+
+
+def build_messages(request: JudgeRequest, mode: Mode) -> list[Message]:
+    """System message, transcript, instructions: the first two are the same for every metric of a thread."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": request.transcript},
+        {"role": "user", "content": instructions_text(request, mode)},
+    ]
+
+
+def correction_messages(bad_answer: str, reason: str) -> list[Message]:
+    """What the re-ask appends: the unusable answer, and what was wrong with it."""
+    return [
+        {"role": "assistant", "content": bad_answer},
+        {
+            "role": "user",
+            "content": f"That answer cannot be used: {reason}. Reply again with only a JSON object that "
+            "matches the required schema, with no other text.",
+        },
+    ]
+
+
+def cache_key(
+    model: str, base_url: str | None, messages: list[Message], fmt: Mapping[str, Any], temperature: float, seed: int
+) -> str:
+    """Hash of everything that decides an answer (the endpoint by host, so keys survive path tweaks)."""
+    host = urlsplit(base_url or DEFAULT_ENDPOINT).netloc.lower()
+    data = {"model": model, "host": host, "messages": messages, "format": fmt, "temperature": temperature, "seed": seed}
+    return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one completion said, as far as the judge cares."""
+
+    text: str
+    finish_reason: str | None = None
+    refusal: str | None = None
+
+
+def _snippet(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def _strip_fence(text: str) -> str:
+    stripped = text.strip()
+    if stripped.startswith("```") and stripped.endswith("```") and len(stripped) >= 6:
+        body = stripped[3:-3]
+        first, _, rest = body.partition("\n")
+        return (rest if first.strip().lower() in ("", "json") else body).strip()
+    return stripped
+
+
+def decode_answer(answer: Answer, schema: Mapping[str, Any]) -> Any:
+    """The answer's JSON value, checked against the schema's top-level type and required fields.
+
+    Raises MalformedAnswer with a reason the judge can act on.
+    """
+    if answer.refusal:
+        raise MalformedAnswer(f"the judge refused: {answer.refusal}")
+    if answer.finish_reason == "length":
+        raise MalformedAnswer("the answer was cut off at the token limit; answer more briefly")
+    if not answer.text.strip():
+        raise MalformedAnswer("the answer was empty")
+    try:
+        data = json.loads(_strip_fence(answer.text))
+    except json.JSONDecodeError as exc:
+        raise MalformedAnswer(
+            f"the answer is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    if schema.get("type") == "object":
+        if not isinstance(data, dict):
+            raise MalformedAnswer(f"the answer must be a JSON object, not {type(data).__name__}")
+        missing = [k for k in schema.get("required") or () if k not in data]
+        if missing:
+            raise MalformedAnswer(f"required field(s) missing: {', '.join(missing)}")
+    return data
+
+
+def cost_usd(settings: JudgeSettings, input_tokens: int, cached_input_tokens: int, output_tokens: int) -> float:
+    """USD from prices per million tokens; cached input at its own price (the input price when unset)."""
+    cached_price = settings.cached_input_price_per_mtok or settings.input_price_per_mtok
+    fresh = max(0, input_tokens - cached_input_tokens)
+    return (
+        fresh * settings.input_price_per_mtok
+        + cached_input_tokens * cached_price
+        + output_tokens * settings.output_price_per_mtok
+    ) / 1e6
+
+
+def usage_of(completion: Any, settings: JudgeSettings) -> JudgeUsage:
+    """Usage and cost of one completion (`prompt_tokens_details.cached_tokens` when reported)."""
+    usage = getattr(completion, "usage", None)
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    output = int(getattr(usage, "completion_tokens", 0) or 0)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0)
+    return JudgeUsage(
+        calls=1,
+        input_tokens=prompt,
+        output_tokens=output,
+        cached_input_tokens=cached,
+        cost_usd=cost_usd(settings, prompt, cached, output),
+    )
+
+
+def answer_of(completion: Any) -> Answer:
+    choices = getattr(completion, "choices", None) or []
+    if not choices:
+        return Answer("", refusal="the endpoint returned no choices")
+    message = choices[0].message
+    return Answer(message.content or "", choices[0].finish_reason, getattr(message, "refusal", None))
+
+
+def describe_status_error(exc: openai.APIStatusError, mode: Mode) -> str:
+    """A one-line explanation of an HTTP error that retrying will not fix."""
+    detail = f"HTTP {exc.status_code}: {exc.message}"
+    if exc.status_code == 401:
+        return f"authentication failed ({detail}); check judge.api_key or OPENAI_API_KEY"
+    if exc.status_code == 403:
+        return f"access denied ({detail}); check the key's permissions for this model"
+    if exc.status_code == 404:
+        return f"not found ({detail}); check judge.model and judge.base_url"
+    text = str(exc.message).lower()
+    if mode == "json_schema" and exc.status_code in (400, 422) and ("response_format" in text or "schema" in text):
+        return f'the endpoint rejected the JSON-schema response format ({detail}); set judge.structured_output = "json_object"'
+    return detail
+
+
+# -- budgets --------------------------------------------------------------------------------------
+
+
+class TokenBudget:
+    """Tokens one thread may spend (None: no limit). The call that crosses the limit completes."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def check(self) -> None:
+        if self.limit is not None and self.used >= self.limit:
+            raise JudgeError(f"token budget of {self.limit} tokens per thread exhausted ({self.used} used)")
+
+    def spend(self, tokens: int) -> None:
+        self.used += tokens
+
+
+class HourlyBudget:
+    """Tokens the whole client may spend in any sliding hour (None: no limit)."""
+
+    def __init__(self, limit: int | None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self._clock = clock
+        self._spent: deque[tuple[float, int]] = deque()
+        self._total = 0
+
+    def used(self) -> int:
+        cutoff = self._clock() - HOUR
+        while self._spent and self._spent[0][0] <= cutoff:
+            self._total -= self._spent.popleft()[1]
+        return self._total
+
+    def check(self) -> None:
+        if self.limit is not None and (used := self.used()) >= self.limit:
+            frees_in = self._spent[0][0] + HOUR - self._clock() if self._spent else 0.0
+            raise JudgeError(
+                f"token budget of {self.limit} tokens per hour exhausted ({used} used; frees up in {frees_in:.0f} s)"
+            )
+
+    def spend(self, tokens: int) -> None:
+        if tokens:
+            self._spent.append((self._clock(), tokens))
+            self._total += tokens
+
+
+# -- the client -----------------------------------------------------------------------------------
+
+
+class ThreadJudge:
+    """The judge as seen by one thread's evaluation: its own token budget and usage totals."""
+
+    def __init__(self, client: JudgeClient, thread_key: str) -> None:
+        self.client = client
+        self.thread_key = thread_key
+        self.model = client.model
+        self.budget = TokenBudget(client.settings.max_tokens_per_thread)
+        self.usage = JudgeUsage()
+        self.usage_by_metric: dict[str, JudgeUsage] = {}
+
+    async def ask(self, request: JudgeRequest, parse: Callable[[Any], T]) -> tuple[T, JudgeUsage]:
+        if request.thread_key is None:
+            request = replace(request, thread_key=self.thread_key)
+        return await self.client.ask_within(request, parse, self)
+
+    def charge(self, metric: str, usage: JudgeUsage) -> None:
+        self.budget.spend(usage.input_tokens + usage.output_tokens)
+        self.usage.add(usage)
+        self.usage_by_metric.setdefault(metric, JudgeUsage()).add(usage)
+
+
+class JudgeClient:
+    """Implements the `Judge` protocol over `openai.AsyncOpenAI`.
+
+    `cache` None means no caching (also when `settings.cache` is off). Keyword arguments tune
+    retry timing and the clock, for tests.
+    """
+
+    def __init__(
+        self,
+        settings: JudgeSettings,
+        cache: JudgeCache | None = None,
+        *,
+        retry_base_seconds: float = 1.0,
+        retry_cap_seconds: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not settings.model:
+            raise JudgeError("no judge model configured (judge.model)")
+        api_key = settings.resolved_api_key()
+        if not api_key:
+            raise JudgeError("no API key for the judge (judge.api_key or OPENAI_API_KEY)")
+        self.settings = settings
+        self.model: str = settings.model
+        self.mode: Mode = settings.structured_output
+        self.base_url = settings.resolved_base_url()
+        self.cache = cache if settings.cache else None
+        self.limiter = AdaptiveLimiter(settings.max_concurrency, clock=clock)
+        self.hourly = HourlyBudget(settings.max_tokens_per_hour, clock)
+        self.usage = JudgeUsage()
+        self.usage_by_metric: dict[str, JudgeUsage] = {}
+        self.retries = 0
+        self.rate_limited = 0
+        self.reasks = 0
+        self._retry_base = retry_base_seconds
+        self._retry_cap = retry_cap_seconds
+        self._rng = rng or random.Random()
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=self.base_url, timeout=settings.timeout_seconds, max_retries=0
+        )
+
+    @classmethod
+    def from_settings(cls, settings: JudgeSettings, cache: JudgeCache | None = None) -> JudgeClient | None:
+        """A client when a model and an API key are configured, else None (judge tier off)."""
+        return cls(settings, cache) if settings.enabled else None
+
+    @property
+    def endpoint(self) -> str:
+        return str(self._client.base_url).rstrip("/")
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> JudgeClient:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    def for_thread(self, thread_key: str) -> ThreadJudge:
+        """A view for one thread's evaluation, with the per-thread token budget."""
+        return ThreadJudge(self, thread_key)
+
+    async def ask(self, request: JudgeRequest, parse: Callable[[Any], T]) -> tuple[T, JudgeUsage]:
+        """Ask, parse, re-ask once on a malformed answer; returns the value and this ask's usage."""
+        return await self.ask_within(request, parse, None)
+
+    async def ask_within(
+        self, request: JudgeRequest, parse: Callable[[Any], T], thread: ThreadJudge | None
+    ) -> tuple[T, JudgeUsage]:
+        """`ask`, charging tokens to `thread` (and checking its budget) too."""
+        messages = build_messages(request, self.mode)
+        fmt = response_format(request, self.mode)
+        key = cache_key(self.model, self.base_url, messages, fmt, self.settings.temperature, self.settings.seed)
+        if (hit := await self._cache_get(key)) is not None:
+            try:
+                value = parse(decode_answer(Answer(str(hit.get("text", ""))), request.schema))
+            except MalformedAnswer as exc:  # the parser changed since: ask afresh
+                log.info("judge cache entry no longer parses", metric=request.metric, reason=str(exc))
+            else:
+                usage = JudgeUsage(cache_hits=1)
+                self._charge(request.metric, usage, thread)
+                return value, usage
+
+        usage = JudgeUsage()
+        answer = await self._complete(messages, fmt, request.metric, thread, usage)
+        try:
+            value = parse(decode_answer(answer, request.schema))
+        except MalformedAnswer as first:
+            self.reasks += 1
+            log.info(
+                "judge answer malformed, asking again",
+                metric=request.metric,
+                thread_key=request.thread_key,
+                reason=str(first),
+            )
+            retry = [*messages, *correction_messages(answer.text, str(first))]
+            again = await self._complete(retry, fmt, request.metric, thread, usage)
+            try:
+                value = parse(decode_answer(again, request.schema))
+            except MalformedAnswer as second:
+                raise JudgeError(
+                    f"malformed answer after one corrective re-ask: {second} (answer {_snippet(again.text)}; "
+                    f"first answer: {first})"
+                ) from None
+            answer = again
+        stored = {
+            "text": answer.text,
+            "calls": usage.calls,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cached_input_tokens": usage.cached_input_tokens,
+        }
+        await self._cache_put(key, stored)
+        return value, usage
+
+    async def _cache_get(self, key: str) -> dict[str, Any] | None:
+        if self.cache is None:
+            return None
+        try:
+            return await self.cache.cache_get(key)
+        except Exception as exc:  # a cache that fails is a miss, not a failed metric
+            log.warning("judge cache read failed", error=f"{type(exc).__name__}: {exc}")
+            return None
+
+    async def _cache_put(self, key: str, value: dict[str, Any]) -> None:
+        if self.cache is None:
+            return
+        try:
+            await self.cache.cache_put(key, value, time.time())
+        except Exception as exc:
+            log.warning("judge cache write failed", error=f"{type(exc).__name__}: {exc}")
+
+    def _charge(self, metric: str, usage: JudgeUsage, thread: ThreadJudge | None) -> None:
+        self.usage.add(usage)
+        self.usage_by_metric.setdefault(metric, JudgeUsage()).add(usage)
+        self.hourly.spend(usage.input_tokens + usage.output_tokens)
+        if thread is not None:
+            thread.charge(metric, usage)
+
+    async def _complete(
+        self,
+        messages: list[Message],
+        fmt: dict[str, Any],
+        metric: str,
+        thread: ThreadJudge | None,
+        usage: JudgeUsage,
+    ) -> Answer:
+        """One completion, within budgets, through the limiter, with retries; adds its usage to `usage`."""
+        self.hourly.check()
+        if thread is not None:
+            thread.budget.check()
+        retries = 0
+        while True:
+            wait: float | None = None
+            async with self.limiter.slot() as permit:
+                try:
+                    async with asyncio.timeout(self.settings.timeout_seconds):
+                        completion = await self._client.chat.completions.create(
+                            model=self.model,
+                            messages=messages,
+                            response_format=fmt,
+                            temperature=self.settings.temperature,
+                            seed=self.settings.seed,
+                        )
+                except openai.RateLimitError as exc:
+                    wait = retry_after_seconds(exc.response.headers)
+                    self.limiter.rate_limited(permit, min(wait, MAX_RETRY_AFTER) if wait is not None else None)
+                    self.rate_limited += 1
+                    error = "rate limited (HTTP 429)"
+                except (openai.APITimeoutError, TimeoutError):
+                    self.limiter.failed(permit)
+                    error = f"timed out after {self.settings.timeout_seconds:g} s"
+                except openai.APIConnectionError as exc:
+                    self.limiter.failed(permit)
+                    error = f"cannot reach {self.endpoint}: {exc}"
+                except openai.APIStatusError as exc:
+                    self.limiter.failed(permit)
+                    if exc.status_code < 500 and exc.status_code not in _RETRYABLE_STATUS:
+                        raise JudgeError(describe_status_error(exc, self.mode)) from None
+                    error = f"HTTP {exc.status_code}: {exc.message}"
+                except openai.OpenAIError as exc:
+                    raise JudgeError(f"judge call failed: {exc}") from None
+                else:
+                    self.limiter.succeeded(permit)
+                    break
+            if retries >= self.settings.max_retries:
+                raise JudgeError(f"judge call failed after {retries + 1} attempt(s): {error}")
+            if wait is not None and wait > MAX_RETRY_AFTER:
+                raise JudgeError(f"{error}; the endpoint asks to wait {wait:g} s")
+            retries += 1
+            self.retries += 1
+            if wait is None:
+                wait = backoff_delay(retries, base=self._retry_base, cap=self._retry_cap, rng=self._rng)
+            log.info("judge call retried", metric=metric, error=error, retry=retries, wait_seconds=round(wait, 3))
+            await asyncio.sleep(wait)
+        call = usage_of(completion, self.settings)
+        usage.add(call)
+        self._charge(metric, call, thread)
+        return answer_of(completion)
+
+    async def check(self) -> str:
+        """One tiny real call: the endpoint answers, the model exists and the structured output mode works.
+
+        Returns a one-line description; raises JudgeError saying what is wrong.
+        """
+        schema = {
+            "type": "object",
+            "properties": {"ok": {"type": "boolean"}},
+            "required": ["ok"],
+            "additionalProperties": False,
+        }
+        request = JudgeRequest(
+            metric="connection_check",
+            transcript="user: Are you there?\nassistant: Yes.",
+            instructions='This is a connection check. Answer {"ok": true}.',
+            schema=schema,
+        )
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.settings.timeout_seconds):
+                completion = await self._client.chat.completions.create(
+                    model=self.model,
+                    messages=build_messages(request, self.mode),
+                    response_format=response_format(request, self.mode),
+                    temperature=self.settings.temperature,
+                    seed=self.settings.seed,
+                )
+        except (openai.APITimeoutError, TimeoutError):
+            raise JudgeError(
+                f"{self.endpoint} did not answer within {self.settings.timeout_seconds:g} s (judge.timeout_seconds)"
+            ) from None
+        except openai.APIConnectionError as exc:
+            raise JudgeError(f"cannot reach {self.endpoint}: {exc}") from None
+        except openai.APIStatusError as exc:
+            raise JudgeError(f"{self.endpoint}: {describe_status_error(exc, self.mode)}") from None
+        except openai.OpenAIError as exc:
+            raise JudgeError(f"{self.endpoint}: {exc}") from None
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        try:
+            data = decode_answer(answer_of(completion), schema)
+        except MalformedAnswer as exc:
+            hint = ' (try judge.structured_output = "json_object")' if self.mode == "json_schema" else ""
+            raise JudgeError(
+                f"{self.model} at {self.endpoint} answered, but not with the requested JSON: {exc}{hint}"
+            ) from None
+        if data.get("ok") is not True:
+            raise JudgeError(f"{self.model} at {self.endpoint} answered {data!r} instead of {{'ok': true}}")
+        call = usage_of(completion, self.settings)
+        served = getattr(completion, "model", None) or self.model
+        return (
+            f"{served} at {self.endpoint} answers with {self.mode} structured output "
+            f"({elapsed_ms:.0f} ms, {call.input_tokens + call.output_tokens} tokens)"
+        )
