@@ -1,0 +1,93 @@
+"""The judge tier end to end: `eval` and `run --once` with an OpenAI-compatible judge on loopback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import EXAMPLES
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.schema_judge import SchemaJudge
+from tracing_eval.cli import main
+from tracing_eval.config import JUDGED_PACK
+
+THREAD_ONLY = {"repetitive_pattern", "task_success", "failure_rate", "conversational_flow", "completeness"}
+
+
+@pytest.fixture
+def judge_env(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(SchemaJudge(broken=frozenset({"conversational_flow"}))) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+        monkeypatch.setenv("TRACING_EVAL_JUDGE__MODEL", "judge-test")
+        monkeypatch.setenv("TRACING_EVAL_JUDGE__MAX_RETRIES", "0")
+        yield server
+
+
+def invoke(*args: str) -> Any:
+    return CliRunner(env={"COLUMNS": "250"}).invoke(main, list(args), catch_exceptions=False)
+
+
+def jsonl(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_eval_with_a_judge_scores_every_judged_metric_and_isolates_a_broken_one(judge_env: FakeOpenAIServer) -> None:
+    res = invoke("eval", str(EXAMPLES / "transcripts.jsonl"), "--format", "jsonl")
+    assert res.exit_code == 0, res.output
+    records = {r["thread_id"]: r for r in jsonl(res.stdout)}
+    failed = records["support-cancel-failed"]
+    for name in JUDGED_PACK:
+        assert name in failed["metrics"], name
+    flow = failed["metrics"]["conversational_flow"]
+    assert flow["status"] == "error" and "judge failed" in flow["reason"] and flow["score"] is None
+    for name in ("task_success", "failure_rate", "completeness", "knowledge_retention", "role_adherence"):
+        m = failed["metrics"][name]
+        assert m["status"] == "ok" and 0.0 <= m["score"] <= 1.0 and m["reason"], (name, m)
+    assert failed["metrics"]["task_success"]["evidence"]["task_description_source"] == "llm_inferred"
+    # per-turn judged results sit on the turns: relevancy on every turn, error handling on the failed one
+    assert all("turn_relevancy" in t["metrics"] for t in failed["turns"])
+    assert "tool_error_handling" in failed["turns"][0]["metrics"]
+    # the deterministic tier still ran; a clean thread's judged repetition was skipped, not judged
+    assert failed["metrics"]["tool_errors"]["passed"] is False
+    assert records["support-order-status"]["metrics"]["repetitive_pattern"]["status"] == "skipped"
+    # the broken metric was asked twice (answer + corrective re-ask) per thread, never defaulted
+    flow_calls = [
+        r
+        for r in judge_env.requests
+        if (r.body or {}).get("response_format", {}).get("json_schema", {}).get("name") == "conversational_flow"
+    ]
+    assert len(flow_calls) == 2 * sum(
+        1 for r in records.values() if r["metrics"]["conversational_flow"]["status"] == "error"
+    )
+
+
+def test_eval_without_a_judge_says_the_judge_tier_was_skipped(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    res = invoke("eval", str(EXAMPLES / "transcripts.jsonl"), "--format", "jsonl")
+    assert res.exit_code == 0
+    assert "judge tier skipped" in res.stderr
+    assert all(set(r["metrics"]).isdisjoint(JUDGED_PACK) for r in jsonl(res.stdout))
+
+
+def test_run_once_with_a_judge_stores_judged_results_with_tokens(judge_env: FakeOpenAIServer) -> None:
+    res = invoke("run", "--once", f"--source=otlp-file:{EXAMPLES / 'otel-genai.otlp.jsonl'}")
+    assert res.exit_code == 0, res.output
+    stored = {r["thread_key"]: r for r in jsonl(invoke("results", "--format", "jsonl").stdout)}
+    thread = stored["otlp:genai/support-cancel-failed"]
+    assert thread["metrics"]["task_success"]["status"] == "ok"
+    assert thread["metrics"]["conversational_flow"]["status"] == "error"
+    calls = len(judge_env.requests)
+    # a second run over the same, unchanged data costs no judge call
+    invoke("run", "--once", f"--source=otlp-file:{EXAMPLES / 'otel-genai.otlp.jsonl'}")
+    assert len(judge_env.requests) == calls
+
+
+def test_doctor_checks_the_judge_endpoint(judge_env: FakeOpenAIServer) -> None:
+    res = invoke("doctor")
+    assert res.exit_code == 0, res.output
+    assert "judge" in res.stdout and "FAIL" not in res.stdout
