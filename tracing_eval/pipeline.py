@@ -88,10 +88,9 @@ class Pipeline:
             earlier = await self.store.results(claim.thread_key)
             reuse = {(s.result.metric, s.result.input_hash): s.result for s in earlier if s.result.input_hash}
             turns_only = claim.mode is Mode.TURNS
+            judge = self._judge_for(thread.key)
             results = (
-                await evaluate_all(thread, self.metrics, self._judge_for(thread.key), reuse, turns_only=turns_only)
-                if thread.turns
-                else []
+                await evaluate_all(thread, self.metrics, judge, reuse, turns_only=turns_only) if thread.turns else []
             )
             if turns_only:
                 results = [r for r in results if r.scope is not Scope.THREAD]
@@ -116,7 +115,16 @@ class Pipeline:
             stats.routed_to_review += bool(reasons)
         else:
             stats.turn_evaluations += 1
-        bound.info("evaluated", turns=len(thread.turns), results=len(results), review=bool(reasons))
+        spent = judge.usage if judge else None
+        bound.info(
+            "evaluated",
+            turns=len(thread.turns),
+            results=len(results),
+            review=bool(reasons),
+            judge_calls=spent.calls if spent else 0,
+            judge_tokens=spent.input_tokens + spent.output_tokens if spent else 0,
+            judge_cost_usd=round(spent.cost_usd, 6) if spent else 0.0,
+        )
 
     def _judge_for(self, thread_key: str) -> ThreadJudge | None:
         """The judge with this thread's token budget, when the judge tier is on."""
