@@ -39,6 +39,18 @@ class ScriptedJudge:
         self.usage_per_call = usage_per_call
         self.requests: list[JudgeRequest] = []
 
+    @property
+    def usage(self) -> JudgeUsage:
+        """Everything billed so far (the pipeline logs a thread's usage)."""
+        total = JudgeUsage()
+        for _ in self.requests:
+            total.add(self.usage_per_call)
+        return total
+
+    def for_thread(self, thread_key: str) -> ScriptedJudge:
+        """The pipeline asks for a per-thread view; the fake has no budgets, so it is itself."""
+        return self
+
     def requests_for(self, metric: str) -> list[JudgeRequest]:
         return [r for r in self.requests if r.metric == metric]
 
