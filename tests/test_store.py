@@ -196,3 +196,24 @@ async def test_unreachable_store_is_a_clear_error(tmp_path: Any) -> None:
     with pytest.raises(StoreError, match="cannot open the store"):
         await s.open()
     await s.close()
+
+
+async def test_outbox_payloads_carry_the_anchor_sinks_attach_to(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    anchor = {"trace_id": "a" * 32, "span_id": "1" * 16, "start_ns": 5, "conversation_id": "c"}
+    reasons = [
+        {
+            "metric": "m",
+            "target": "thread",
+            "score": 0.0,
+            "threshold": 0.7,
+            "label": None,
+            "status": "ok",
+            "reason": "x",
+        }
+    ]
+    out = [Outgoing("r1", "thread", result(score=0.0), anchor)]
+    await store.record(c, out, reasons, ["hook"], T0 + 401, thread_anchor=anchor)
+    rows = {r.kind: r.payload for r in await store.pending_outbox("hook", T0 + 402, 10)}
+    assert rows["result"]["anchor"] == anchor and rows["review"]["anchor"] == anchor

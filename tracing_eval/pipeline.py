@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
@@ -96,7 +97,9 @@ class Pipeline:
                 results = [r for r in results if r.scope is not Scope.THREAD]
             reasons = review_reasons(results, self.settings.review) if claim.mode is Mode.THREAD else []
             outgoing = [self._outgoing(claim.thread_key, thread, r) for r in results]
-            recorded = await self.store.record(claim, outgoing, reasons, self.outbox_sinks, time.time())
+            recorded = await self.store.record(
+                claim, outgoing, reasons, self.outbox_sinks, time.time(), thread_anchor=anchor(thread, None)
+            )
         except Exception as exc:  # keep every other thread going; retry this one later
             stats.errors += 1
             give_up = claim.attempts >= self.settings.schedule.max_attempts
@@ -133,4 +136,20 @@ class Pipeline:
     @staticmethod
     def _outgoing(key: str, thread: Thread, r: MetricResult) -> Outgoing:
         target = r.target(thread)
-        return Outgoing(result_id(key, target, r.metric), target, r)
+        return Outgoing(result_id(key, target, r.metric), target, r, anchor(thread, r.turn_index))
+
+
+def anchor(thread: Thread, turn_index: int | None) -> dict[str, Any]:
+    """Where a sink attaches a result: the turn's root span (a thread result: the last turn's, plus
+    the conversation id), the response id, and the target's start time (a fixed score timestamp)."""
+    if not thread.turns:
+        return {"conversation_id": thread.conversation_id}
+    turn = thread.turns[-1 if turn_index is None else min(turn_index, len(thread.turns) - 1)]
+    start = thread.turns[0].started_ns if turn_index is None else turn.started_ns
+    return {
+        "trace_id": turn.trace_id,
+        "span_id": turn.root_span_id,
+        "response_id": turn.response_id,
+        "start_ns": start,
+        "conversation_id": thread.conversation_id,
+    }

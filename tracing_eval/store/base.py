@@ -49,6 +49,7 @@ class Outgoing:
     id: str
     target: str
     result: MetricResult
+    anchor: dict[str, Any] = field(default_factory=dict)  # where sinks attach it: trace/span ids, start
 
 
 @dataclass
@@ -117,6 +118,7 @@ class Store(Protocol):
         review_reasons: list[dict[str, Any]],
         sinks: list[str],
         now: float,
+        thread_anchor: dict[str, Any] | None = None,
     ) -> bool: ...
 
     async def release(self, claim: Claim, error: str, now: float, retry_in: float, give_up: bool) -> None: ...

@@ -293,6 +293,7 @@ class SqlStore:
         review_reasons: list[dict[str, Any]],
         sinks: list[str],
         now: float,
+        thread_anchor: dict[str, Any] | None = None,
     ) -> bool:
         """Store results, review item and outbox rows and release the lease, atomically.
 
@@ -316,7 +317,7 @@ class SqlStore:
                 return False
             await self._write_results(conn, claim, outgoing, sinks, now)
             if review_reasons and claim.mode is Mode.THREAD:
-                await self._write_review(conn, claim, review_reasons, sinks, now)
+                await self._write_review(conn, claim, review_reasons, sinks, now, thread_anchor)
         return True
 
     async def _write_results(
@@ -353,6 +354,7 @@ class SqlStore:
                     "thread_key": claim.thread_key,
                     "target": o.target,
                     "thread_version": claim.version,
+                    "anchor": o.anchor,
                     "result": orjson.loads(data),
                 }
             )
@@ -372,7 +374,13 @@ class SqlStore:
             await conn.execute(self._insert(t.outbox).on_conflict_do_nothing(), deliveries)
 
     async def _write_review(
-        self, conn: AsyncConnection, claim: Claim, reasons: list[dict[str, Any]], sinks: list[str], now: float
+        self,
+        conn: AsyncConnection,
+        claim: Claim,
+        reasons: list[dict[str, Any]],
+        sinks: list[str],
+        now: float,
+        anchor: dict[str, Any] | None,
     ) -> None:
         rv = t.review_items.c
         ins = (
@@ -401,6 +409,7 @@ class SqlStore:
                     "review_id": new_id,
                     "thread_key": claim.thread_key,
                     "thread_version": claim.version,
+                    "anchor": anchor or {},
                     "reasons": reasons,
                 }
             )
