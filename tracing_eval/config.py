@@ -154,6 +154,20 @@ class JudgeSettings(_Section):
         return bool(self.model and self.resolved_api_key())
 
 
+class RouteSettings(_Section):
+    name: str = Field(description="Name of the route, shown with every item it routes.")
+    metrics: list[str] = Field(default_factory=lambda: ["*"], description="Metrics the route watches ('*' = all).")
+    below: float | None = Field(
+        None, ge=0, le=1, description="Route when a score is below this (default: when the metric fails its threshold)."
+    )
+    labels: list[str] = Field(default_factory=list, description="Labels that route even when the score passes.")
+    include_errors: bool = Field(False, description="Also route results with status error.")
+    destinations: list[str] = Field(
+        default_factory=lambda: ["local"], description="Where matching threads go: local, webhook, langfuse."
+    )
+    priority: Literal["low", "normal", "high", "urgent"] = Field("normal", description="Priority of the routed item.")
+
+
 class ReviewSettings(_Section):
     enabled: bool = Field(True, description="Route failing threads to the review queue.")
     metrics: list[str] = Field(
@@ -163,6 +177,11 @@ class ReviewSettings(_Section):
         default_factory=list, description="Labels that route a thread even when the score passes, e.g. 'masked_error'."
     )
     include_errors: bool = Field(False, description="Also route threads where a metric ended with status error.")
+    routes: list[RouteSettings] = Field(
+        default_factory=list,
+        description="Routing rules; when empty, one rule from metrics/labels/include_errors sends failing "
+        "threads to the local queue and every review sink that is enabled.",
+    )
 
 
 class SourceSettings(_Section):
@@ -172,12 +191,33 @@ class SourceSettings(_Section):
     )
 
 
+class OtlpSinkSettings(_Section):
+    endpoint: str | None = Field(
+        None,
+        description="OTLP/HTTP logs endpoint for evaluation events; default: OTEL_EXPORTER_OTLP_LOGS_ENDPOINT, "
+        "else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/logs.",
+    )
+    service_name: str = Field("tracing-eval", description="Resource service.name of the evaluation events.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. auth) for the endpoint.")
+    timeout_seconds: float = Field(10.0, gt=0, description="Timeout of one export.")
+
+
+class WebhookSettings(_Section):
+    urls: list[str] = Field(default_factory=list, description="URLs that receive review items as signed JSON POSTs.")
+    secret: SecretStr | None = Field(
+        None, description="HMAC-SHA256 key for the signature header; set it from the environment."
+    )
+    timeout_seconds: float = Field(10.0, gt=0, description="Timeout of one POST.")
+
+
 class SinkSettings(_Section):
     enabled: list[str] = Field(
         default_factory=lambda: ["local"],
-        description="Result sinks; `local` (the store and review queue) is always on.",
+        description="Result sinks: local (always on), otlp, webhook, langfuse.",
     )
     max_attempts: int = Field(10, gt=0, description="Delivery attempts per outbox row before it is parked as failed.")
+    otlp: OtlpSinkSettings = Field(default_factory=OtlpSinkSettings)
+    webhook: WebhookSettings = Field(default_factory=WebhookSettings)
 
 
 class HttpSettings(_Section):
