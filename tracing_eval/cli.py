@@ -98,48 +98,78 @@ def run(
         overrides["http"] = {"address": http}
     settings = _settings(config_path, **overrides)
     plan = worker.plan_sources(sources, settings)
-    sink_objs = worker.build_sinks(sinks, settings)
+    sink_list = worker.sink_names(sinks, settings, plan)
     if once:
-        asyncio.run(_run_once(settings, plan, sink_objs))
+        if plan.otlp_http and not plan.files and not plan.langfuse:
+            raise ConfigError(
+                "`run --once` pulls sources; give --source otlp-file:PATH or langfuse (the receiver needs `run`)"
+            )
+        asyncio.run(_run_once(settings, plan, sink_list))
         return
-    asyncio.run(_run_forever(settings, plan, sink_objs))
+    asyncio.run(_run_forever(settings, plan, sink_list))
 
 
-async def _run_once(settings: Settings, plan: Any, sinks: list[Any]) -> None:
+async def _run_once(settings: Settings, plan: Any, sinks: list[str], since: Any = None) -> None:
+    """One tick that treats all input as settled, then the tables of scores and the review queue."""
     from tracing_eval import worker
 
-    if plan.otlp_http and not plan.files:
-        raise ConfigError("`run --once` pulls from files; give --source otlp-file:PATH (the receiver needs `run`)")
     store = worker.build_store(settings)
     await store.open()
+    pipeline = None
     try:
-        pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=True)
+        pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=True, since=since)
         started = time.perf_counter()
         stats = await pipeline.tick(settle_all=True)
         err().print(
             f"pulled {stats.spans_pulled} spans, evaluated {stats.threads_evaluated} threads "
-            f"({stats.results} results, {stats.routed_to_review} routed to review, {stats.errors} errors) "
+            f"({stats.results} results, {stats.routed_to_review} routed to review, {stats.errors} errors; "
+            f"delivered {stats.delivery.delivered}, retrying {stats.delivery.retried}) "
             f"in {time.perf_counter() - started:.2f}s"
         )
         records = await _stored_records(store)
         out().print(results_table(records, width=out().width))
         out().print(review_table(await store.review_items("open")))
     finally:
+        if pipeline is not None:
+            await pipeline.close()
         await store.close()
 
 
-async def _run_forever(settings: Settings, plan: Any, sinks: list[Any]) -> None:
+async def _run_forever(settings: Settings, plan: Any, sinks: list[str]) -> None:
     from connectors.otlp.receiver import OtlpReceiver
     from tracing_eval import worker
 
     store = worker.build_store(settings)
     await store.open()
+    pipeline = None
     try:
         pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=False)
         receiver = OtlpReceiver(store, settings.receiver) if plan.otlp_http else None
         await worker.Worker(settings, pipeline, receiver).run()
     finally:
+        if pipeline is not None:
+            await pipeline.close()
         await store.close()
+
+
+@main.command()
+@config_option
+@click.option("--since", required=True, help="How far back to read: a duration (90m, 24h, 7d, 2w) or an ISO time.")
+@click.option("--sink", "sinks", multiple=True, metavar="NAME", help="Extra result sinks (langfuse is implied).")
+@friendly_errors
+def backfill(config_path: Path | None, since: str, sinks: tuple[str, ...]) -> None:
+    """Read Langfuse history since a time, evaluate it, and write the scores back."""
+    from connectors.langfuse.settings import parse_since
+    from tracing_eval import worker
+
+    settings = _settings(config_path)
+    try:
+        start = parse_since(since)
+    except ValueError as exc:
+        raise ConfigError(f"--since: {exc}") from None
+    plan = worker.SourcePlan(otlp_http=False, files=(), langfuse=True)
+    err().print(f"backfilling Langfuse from {start.isoformat()} (read window by window, then evaluated)")
+    asyncio.run(_run_once(settings, plan, worker.sink_names(sinks, settings, plan), since=start))
 
 
 async def _stored_records(store: SqlStore) -> list[dict[str, Any]]:
@@ -291,12 +321,31 @@ def doctor(config_path: Path | None, sources: tuple[str, ...]) -> None:
         mark = "[green]ok[/green]  " if ok else "[red]FAIL[/red]"
         out().print(f"{mark} {what}: {detail}")
 
+    plan_langfuse = "langfuse" in sources
     try:
         settings = _settings(config_path)
+        plan_langfuse = plan_langfuse or settings.sources.langfuse
         report(True, "config", str(config_path or "defaults, environment and ./tracing-eval.toml if present"))
     except ConfigError as exc:
         report(False, "config", str(exc))
         sys.exit(1)
+
+    async def check_langfuse() -> None:
+        from connectors.langfuse import LangfuseClient
+
+        try:
+            client = LangfuseClient(settings.langfuse)
+        except Exception as exc:
+            report(False, "langfuse", f"{exc} (set LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_BASE_URL)")
+            return
+        try:
+            generation = await client.generation()
+            project = await client.project_id()
+            report(True, "langfuse", f"{settings.langfuse.host}: project {project}, read API {generation}")
+        except Exception as exc:
+            report(False, "langfuse", f"{exc} (check the keys and LANGFUSE_BASE_URL)")
+        finally:
+            await client.aclose()
 
     async def checks() -> None:
         store = worker.build_store(settings)
@@ -320,6 +369,8 @@ def doctor(config_path: Path | None, sources: tuple[str, ...]) -> None:
             build_metrics(settings)
         except ConfigError as exc:
             report(False, "metrics", str(exc))
+        if plan_langfuse:
+            await check_langfuse()
         judge = worker.build_judge(settings)
         if judge is None:
             report(

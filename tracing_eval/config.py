@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from connectors.langfuse.settings import LangfuseSettings  # the connector's section, wired here
+
 ENV_PREFIX = "TRACING_EVAL_"
 DEFAULT_CONFIG_FILE = "tracing-eval.toml"
 
@@ -186,6 +188,7 @@ class ReviewSettings(_Section):
 
 class SourceSettings(_Section):
     otlp_http: bool = Field(True, description="Serve the OTLP/HTTP receiver (/v1/traces, /v1/logs) in `run`.")
+    langfuse: bool = Field(False, description="Pull traces from Langfuse (see [langfuse]); scores go back there.")
     otlp_files: list[Path] = Field(
         default_factory=list, description="OTLP JSON-lines files (Collector file exporter format) to read."
     )
@@ -198,7 +201,9 @@ class OtlpSinkSettings(_Section):
         "else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/logs.",
     )
     service_name: str = Field("tracing-eval", description="Resource service.name of the evaluation events.")
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. auth) for the endpoint.")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Extra HTTP headers (e.g. auth) for the endpoint."
+    )
     timeout_seconds: float = Field(10.0, gt=0, description="Timeout of one export.")
 
 
@@ -264,6 +269,7 @@ class Settings(BaseSettings):
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    langfuse: LangfuseSettings = Field(default_factory=LangfuseSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     sinks: SinkSettings = Field(default_factory=SinkSettings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -66,12 +67,30 @@ class Pipeline:
             claims = await self.store.claim(
                 self.owner, time.time(), ready, self.settings.schedule.batch_size, self.settings.schedule.lease_seconds
             )
-            for claim in claims:
-                await self.evaluate_claim(claim, stats)
+            await self._evaluate_all(claims, stats)
             if not settle_all or not claims:
                 break
         stats.delivery = await self.deliver()
         return stats
+
+    async def _evaluate_all(self, claims: list[Claim], stats: TickStats) -> None:
+        """Evaluate claimed threads; with a judge, several at once so judge calls overlap."""
+        gate = asyncio.Semaphore(self.settings.judge.max_concurrency if self.judge else 1)
+
+        async def one(claim: Claim) -> None:
+            async with gate:
+                await self.evaluate_claim(claim, stats)
+
+        await asyncio.gather(*(one(c) for c in claims))
+
+    async def close(self) -> None:
+        """Close the connections of sources, sinks and the judge."""
+        for part in [*self.sources, *self.sinks, self.judge]:
+            closer = getattr(part, "aclose", None) or getattr(part, "close", None)
+            if closer is not None:
+                result = closer()
+                if hasattr(result, "__await__"):
+                    await result
 
     async def deliver(self) -> DeliveryStats:
         return await deliver_outbox(self.store, list(self.sinks), time.time(), self.settings.sinks.max_attempts)

@@ -12,6 +12,7 @@ import signal
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import structlog
@@ -36,41 +37,67 @@ log = structlog.get_logger(__name__)
 
 OTLP_HTTP = "otlp-http"
 OTLP_FILE = "otlp-file:"
-KNOWN_SINKS = (LOCAL,)
+LANGFUSE = "langfuse"
+KNOWN_SINKS = (LOCAL, LANGFUSE)
 
 
 @dataclass(frozen=True)
 class SourcePlan:
-    """What `--source` asked for: the receiver and/or files to pull."""
+    """What `--source` asked for: the receiver, files to pull, and/or Langfuse."""
 
     otlp_http: bool
     files: tuple[Path, ...]
+    langfuse: bool = False
 
 
 def plan_sources(specs: Sequence[str] | None, settings: Settings) -> SourcePlan:
     """Turn `--source` specs (or the config's sources) into a plan; unknown specs are errors."""
     if not specs:
-        return SourcePlan(settings.sources.otlp_http, tuple(settings.sources.otlp_files))
-    http, files = False, []
+        s = settings.sources
+        return SourcePlan(s.otlp_http, tuple(s.otlp_files), s.langfuse)
+    http, files, langfuse = False, [], False
     for spec in specs:
         if spec == OTLP_HTTP:
             http = True
         elif spec.startswith(OTLP_FILE) and spec[len(OTLP_FILE) :]:
             files.append(Path(spec[len(OTLP_FILE) :]))
-        elif spec == "langfuse":
-            raise ConfigError("source 'langfuse' is not available in this version; use otlp-http or otlp-file:PATH")
+        elif spec == LANGFUSE:
+            langfuse = True
         else:
-            raise ConfigError(f"unknown source {spec!r}; expected {OTLP_HTTP} or {OTLP_FILE}PATH")
-    return SourcePlan(http, tuple(files))
+            raise ConfigError(f"unknown source {spec!r}; expected {OTLP_HTTP}, {OTLP_FILE}PATH or {LANGFUSE}")
+    return SourcePlan(http, tuple(files), langfuse)
 
 
-def build_sinks(names: Sequence[str] | None, settings: Settings) -> list[Sink]:
-    """Sinks by name; `local` (the store and its review queue) is always on and needs no outbox."""
-    wanted = list(names) if names else list(settings.sinks.enabled)
+def sink_names(names: Sequence[str] | None, settings: Settings, plan: SourcePlan) -> list[str]:
+    """The sinks to run: `--sink` (or config), plus `langfuse` when Langfuse is a source."""
+    wanted = list(dict.fromkeys(list(names) if names else list(settings.sinks.enabled)))
+    if plan.langfuse and LANGFUSE not in wanted:
+        wanted.append(LANGFUSE)  # scores go back to Langfuse for threads read from it
     unknown = [n for n in wanted if n not in KNOWN_SINKS]
     if unknown:
         raise ConfigError(f"unknown or unavailable sink(s) {', '.join(unknown)}; available: {', '.join(KNOWN_SINKS)}")
-    return []
+    return wanted
+
+
+def build_sinks(names: list[str], settings: Settings, store: SqlStore) -> list[Sink]:
+    """Sink objects by name; `local` (the store and its review queue) needs no outbox."""
+    sinks: list[Sink] = []
+    if LANGFUSE in names:
+        from connectors.langfuse import LangfuseSink
+
+        sinks.append(LangfuseSink(settings.langfuse, store=store))
+    return sinks
+
+
+def build_sources(
+    settings: Settings, plan: SourcePlan, *, complete_files: bool, since: datetime | None = None
+) -> list[Source]:
+    sources: list[Source] = [OtlpFileSource(p, complete=complete_files) for p in plan.files]
+    if plan.langfuse:
+        from connectors.langfuse import LangfuseSource
+
+        sources.append(LangfuseSource(settings.langfuse, backfill_since=since))
+    return sources
 
 
 def build_store(settings: Settings) -> SqlStore:
@@ -83,14 +110,27 @@ def build_judge(settings: Settings, cache: JudgeCache | None = None) -> JudgeCli
 
 
 def build_pipeline(
-    settings: Settings, store: SqlStore, plan: SourcePlan, sinks: list[Sink], *, complete_files: bool
+    settings: Settings,
+    store: SqlStore,
+    plan: SourcePlan,
+    sinks: list[str],
+    *,
+    complete_files: bool,
+    since: datetime | None = None,
 ) -> Pipeline:
+    """Everything one worker needs, wired from settings; close it with `Pipeline.close()`."""
     metrics = build_metrics(settings)
-    sources: list[Source] = [OtlpFileSource(p, complete=complete_files) for p in plan.files]
+    sources = build_sources(settings, plan, complete_files=complete_files, since=since)
     owner = f"{socket.gethostname()}:{os.getpid()}"
     judge = build_judge(settings, cache=store if settings.judge.cache else None)
     return Pipeline(
-        store=store, settings=settings, metrics=metrics, owner=owner, sources=sources, sinks=sinks, judge=judge
+        store=store,
+        settings=settings,
+        metrics=metrics,
+        owner=owner,
+        sources=sources,
+        sinks=build_sinks(sinks, settings, store),
+        judge=judge,
     )
 
 

@@ -349,7 +349,7 @@ class FakeLangfuseServer:
 
     def start(self) -> FakeLangfuseServer:
         """Bind an ephemeral port (unless one was given) and serve until `stop()`."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # lets asyncio set TCP_NODELAY
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]

@@ -1,0 +1,31 @@
+"""Langfuse connector: a source (v4 `/v2/observations` or v3 `/traces`), a score sink and review routing.
+
+settings = LangfuseSettings()                      # keys and host from LANGFUSE_* env
+source = LangfuseSource(settings)                  # Source protocol, name "langfuse"
+sink = LangfuseSink(settings, store=store)         # Sink protocol, name "langfuse"
+
+Names are loaded on first use, so `tracing_eval.config` can import the settings module alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "LangfuseClient": "connectors.langfuse.client",
+    "LangfuseError": "connectors.langfuse.client",
+    "SELF_MARKER": "connectors.langfuse.settings",
+    "LangfuseSettings": "connectors.langfuse.settings",
+    "parse_since": "connectors.langfuse.settings",
+    "LangfuseSink": "connectors.langfuse.sink",
+    "LangfuseSource": "connectors.langfuse.source",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'connectors.langfuse' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

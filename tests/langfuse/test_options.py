@@ -1,0 +1,238 @@
+"""Read filters, backfill, the score write paths, verdict configs and reuse of existing configs/queues."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from connectors.langfuse import LangfuseClient, LangfuseError, LangfuseSink
+from connectors.langfuse.configs import REVIEW_CONFIG
+from connectors.langfuse.sink import ScoreWriter
+from tests.fakes.langfuse_server import FakeLangfuseServer
+from tests.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.langfuse.harness import (
+    FAILING_TURNS,
+    OK_TURNS,
+    QUEUE,
+    Worker,
+    assert_reads_bounded,
+    assert_routed_once,
+    assert_scores_match,
+    lf_settings,
+    ms,
+    scored_results,
+)
+from tracing_eval.config import JudgeSettings, Settings
+from tracing_eval.identity import is_sampled
+from tracing_eval.judge import JudgeClient
+from tracing_eval.metrics.judged.base import V5_MINUS
+from tracing_eval.sinks import PermanentSinkError
+
+
+async def test_environment_tags_and_trace_name_filters(settings: Settings, server: FakeLangfuseServer):
+    server.seed_session("prod-chat", OK_TURNS, environment="production", tags=["support", "web"])
+    server.seed_session("staging-chat", OK_TURNS, environment="staging", tags=["support"])
+    server.seed_session("prod-untagged", OK_TURNS, environment="production")
+    server.seed_session("prod-batch", OK_TURNS, environment="production", tags=["support"], trace_name="batch")
+    server.seed_session("prod-self", OK_TURNS, environment="production", tags=["support", "tracing-eval"])
+    lf = lf_settings(server, environments=["production"], tags=["support"], trace_names=["chat-turn"])
+    worker = await Worker(settings, server, lf).start()
+    try:
+        await worker.settle()
+        assert await worker.store.thread_keys() == ["langfuse:prod-chat"]
+        await assert_scores_match(worker.store, server)
+    finally:
+        await worker.stop()
+    reads = [r for r in server.requests if r.endpoint in ("GET /api/public/v2/observations", "GET /api/public/traces")]
+    reads = [r for r in reads if ("limit", "1") not in r.query]  # not the generation probe
+    assert all(("environment", "production") in r.query for r in reads)  # filtered by the server
+    if server.mode == "v3":
+        assert all(("tags", "support") in r.query and ("name", "chat-turn") in r.query for r in reads)
+        assert server.count("GET /api/public/traces/{traceId}") == 2  # details only for traces that pass
+    server.assert_no_violations()
+
+
+async def test_sampling_is_deterministic_by_session_and_pages_are_followed(
+    settings: Settings, server: FakeLangfuseServer
+):
+    sessions = [f"sess-{i}" for i in range(12)]
+    for s in sessions:
+        server.seed_session(s, OK_TURNS[:1])
+    worker = await Worker(settings, server, lf_settings(server, sample_rate=0.5, page_size=3)).start()
+    try:
+        await worker.settle()
+        expected = sorted(f"langfuse:{s}" for s in sessions if is_sampled(f"langfuse:{s}", 0.5))
+        assert 0 < len(expected) < len(sessions)
+        assert await worker.store.thread_keys() == expected
+        await assert_scores_match(worker.store, server)
+    finally:
+        await worker.stop()
+    pages = [r for r in server.requests if ("cursor" in dict(r.query)) or ("page", "2") in r.query]
+    assert pages  # small pages: the whole window is read page by page (cursor on v4, page numbers on v3)
+    server.assert_no_violations()
+
+
+async def test_backfill_window_and_backfill_since(settings: Settings, server: FakeLangfuseServer):
+    server.seed_session("old", OK_TURNS, start=server.now() - timedelta(days=3))
+    server.seed_session("recent", OK_TURNS)
+    lf = lf_settings(server, since="24h", window_seconds=86400)
+    worker = await Worker(settings, server, lf).start()
+    try:
+        await worker.settle()
+        assert await worker.store.thread_keys() == ["langfuse:recent"]
+
+        await worker.restart(backfill_since=server.now() - timedelta(days=4))  # `tracing-eval backfill --since 4d`
+        await worker.settle()
+        assert await worker.store.thread_keys() == ["langfuse:old", "langfuse:recent"]
+        await assert_scores_match(worker.store, server)
+        old_thread = next(r for r in await scored_results(worker.store) if r.thread_key == "langfuse:old")
+        row = next(r for r in server.scores if r.id == old_thread.id)
+        assert row.timestamp < ms(server.now() - timedelta(days=2))  # scores keep the old traces' time
+    finally:
+        await worker.stop()
+    assert_reads_bounded(server)
+    server.assert_no_violations()
+
+
+def judge_answers(request: dict[str, Any]) -> Reply:
+    """The fake judge: a fixed verdict per metric (the schema name of the request)."""
+    metric = request["response_format"]["json_schema"]["name"]
+    answers = {
+        "repetitive_pattern": {"verdict": "mostly", "repeated_segments": ["[1] [3] [5]"], "reason": "Asks again."},
+        "failure_rate": {"verdict": "stall", "evidence": ["[3] asks again"], "reason": "It stalls."},
+    }
+    return Reply(json.dumps(answers[metric]))
+
+
+async def test_verdict_metrics_write_categorical_scores(settings: Settings, server: FakeLangfuseServer):
+    server.seed_session("s-fail", FAILING_TURNS)
+    with FakeOpenAIServer(judge_answers) as llm:
+        judge = JudgeClient(JudgeSettings(model="gpt-4o-mini", base_url=llm.base_url, api_key="test", cache=False))
+        metrics = ["repetitive_pattern", "failure_rate", "reask"]
+        worker = Worker(settings, server, lf_settings(server), judge=judge, metrics=metrics)
+        await worker.start()
+        try:
+            await worker.settle()
+            await assert_scores_match(worker.store, server)
+            await assert_routed_once(worker.store, server)
+        finally:
+            await worker.stop()
+            await judge.close()
+    rows = {r.name: r for r in server.scores}
+    configs = {c.name: c for c in server.score_configs}
+    row = rows["repetitive_pattern"]
+    assert (row.data_type, row.string_value, row.value, row.session_id) == ("CATEGORICAL", "mostly", 0.3, "s-fail")
+    assert (
+        row.metadata is not None and row.metadata["judge_model"] == "gpt-4o-mini" and row.metadata["label"] == "mostly"
+    )
+    assert {c["label"]: c["value"] for c in configs["repetitive_pattern"].categories or []} == V5_MINUS
+    # FR6 gives three labels the same score; Langfuse needs distinct category values: numeric, label in metadata
+    row = rows["failure_rate"]
+    assert (row.data_type, row.value, configs["failure_rate"].data_type) == ("NUMERIC", 0.4, "NUMERIC")
+    assert row.metadata is not None and row.metadata["label"] == "stall"
+    [queue] = server.queues
+    assert {configs["repetitive_pattern"].id, configs["failure_rate"].id} <= set(queue.score_config_ids)
+    server.assert_no_violations()
+
+
+async def test_existing_configs_and_queue_are_reused(settings: Settings, server: FakeLangfuseServer):
+    reask = server.seed_score_config("reask", "NUMERIC", min_value=0, max_value=1)
+    clash = server.seed_score_config("user_friction", "CATEGORICAL", categories=[{"label": "angry", "value": 0}])
+    queue = server.seed_queue(QUEUE, [reask.id])
+    server.seed_session("s-fail", FAILING_TURNS)
+    worker = await Worker(settings, server, lf_settings(server)).start()
+    try:
+        await worker.settle()
+        results = await scored_results(worker.store)
+    finally:
+        await worker.stop()
+    names = Counter(c.name for c in server.score_configs)
+    assert names["reask"] == 1 and names["user_friction"] == 1 and REVIEW_CONFIG not in names
+    assert [q.id for q in server.queues] == [queue.id]
+    assert [(i.queue_id, i.object_id) for i in server.queue_items] == [(queue.id, "s-fail")]
+    by_id = {r.id: r for r in server.scores}
+    assert set(by_id) == {r.id for r in results}
+    for stored in results:
+        row = by_id[stored.id]
+        if row.name == "reask":
+            assert row.config_id == reask.id
+        if row.name == "user_friction":  # a config of that name that cannot hold the scores: no configId
+            assert row.config_id is None and row.data_type == "NUMERIC"
+    assert clash.id not in {r.config_id for r in by_id.values()}
+    server.assert_no_violations()
+
+
+async def test_other_threads_are_not_written(settings: Settings, server: FakeLangfuseServer):
+    sink = LangfuseSink(lf_settings(server))
+    try:
+        result = {"metric": "reask", "scope": "thread", "score": 1.0, "passed": True}
+        await sink.deliver("result", {"result_id": "r", "thread_key": "otlp:abc", "target": "thread", "result": result})
+        await sink.deliver("review", {"review_id": 1, "thread_key": "otlp:abc", "thread_version": 1, "reasons": []})
+    finally:
+        await sink.aclose()
+    assert server.requests == []
+    server.assert_no_violations()
+
+
+@pytest.mark.parametrize("write", ["scores", "auto"])
+async def test_batch_scores_endpoint_with_timestamps(settings: Settings, write: str):
+    with FakeLangfuseServer("v4", score_batches=True) as server:
+        server.seed_session("s-fail", FAILING_TURNS)
+        if write == "auto":  # a server without /ingestion: the sink moves to POST /scores
+            server.fail_next(1, status=404, path="/api/public/ingestion")
+        worker = await Worker(settings, server, lf_settings(server, score_write=write)).start()
+        try:
+            await worker.settle()
+            await assert_scores_match(worker.store, server)
+            await assert_routed_once(worker.store, server)
+            writes = server.score_requests
+            assert writes and all(w.endpoint == "POST /api/public/scores" for w in writes)
+            assert all(w.body["timestamp"] for w in writes)
+
+            server.advance(timedelta(days=2))  # a redelivery days later still lands on the same rows
+            rows = len(server.scores)
+            for stored in await scored_results(worker.store):
+                payload = {
+                    "result_id": stored.id,
+                    "thread_key": stored.thread_key,
+                    "target": stored.target,
+                    "thread_version": stored.thread_version,
+                    "result": stored.result.model_dump(mode="json"),
+                }
+                await worker.sink.deliver("result", payload)
+            assert len(server.scores) == rows and all(w.replaced for w in server.score_requests[len(writes) :])
+        finally:
+            await worker.stop()
+        server.assert_no_violations()
+
+
+@pytest.mark.parametrize("batches", [False, True])
+async def test_rejected_scores_are_permanent_failures(batches: bool):
+    with FakeLangfuseServer("v4", score_batches=batches) as server:
+        client = LangfuseClient(lf_settings(server))
+        writer = ScoreWriter(client, "scores" if batches else "ingestion")
+        both_targets = {
+            "id": "x",
+            "name": "reask",
+            "traceId": "t",
+            "sessionId": "s",
+            "value": 1.0,
+            "dataType": "NUMERIC",
+        }
+        try:
+            if batches:  # a 207 is never retried: it would duplicate the accepted scores of the batch
+                with pytest.raises(PermanentSinkError, match="rejected"):
+                    await writer.write(both_targets, "2026-11-30T10:00:00.000Z")
+            else:  # /ingestion answers 207 with a per-event 400
+                with pytest.raises(LangfuseError) as failure:
+                    await writer.write(both_targets, "2026-11-30T10:00:00.000Z")
+                assert failure.value.status == 400 and failure.value.permanent
+        finally:
+            await client.aclose()
+        assert server.scores == [] and len(server.requests) == 1
+        assert any("exactly one target" in v for v in server.take_violations())  # the fake flags the bad score
+        server.assert_no_violations()
