@@ -10,7 +10,7 @@ from sqlalchemy import update
 from tracing_eval.model import MetricResult, Scope, Span, SpanEvent, score_result
 from tracing_eval.sinks import deliver_outbox
 from tracing_eval.store import schema
-from tracing_eval.store.base import IngestBatch, Mode, Outgoing, Readiness
+from tracing_eval.store.base import IngestBatch, Mode, Outgoing, Readiness, ReviewRequest
 from tracing_eval.store.sql import SqlStore, StoreError
 
 READY = Readiness(turn_settle=60, thread_idle=300)
@@ -70,11 +70,11 @@ async def test_claim_waits_for_settle_then_idle_and_leases_once(store: SqlStore)
     [turns] = await store.claim("w1", T0 + 61, READY, 10, 30)
     assert turns.mode is Mode.TURNS and turns.version == 1
     assert await store.claim("w2", T0 + 62, READY, 10, 30) == []  # leased to w1
-    assert await store.record(turns, [], [], [], T0 + 63)
+    assert await store.record(turns, [], None, [], T0 + 63)
     assert await store.claim("w1", T0 + 100, READY, 10, 30) == []  # turns done, thread not idle yet
     [whole] = await store.claim("w2", T0 + 301, READY, 10, 30)
     assert whole.mode is Mode.THREAD
-    assert await store.record(whole, [], [], [], T0 + 302)
+    assert await store.record(whole, [], None, [], T0 + 302)
     assert await store.claim("w1", T0 + 10_000, READY, 10, 30) == []  # nothing changed since
 
 
@@ -82,15 +82,15 @@ async def test_expired_lease_is_reclaimed_and_the_old_owner_cannot_record(store:
     await store.ingest(batch(span("a", "1"), conv="c"), T0)
     [c1] = await store.claim("w1", T0 + 400, READY, 10, 30)
     [c2] = await store.claim("w2", T0 + 431, READY, 10, 30)  # w1's lease expired
-    assert not await store.record(c1, [Outgoing("id1", "thread", result())], [], [], T0 + 432)
-    assert await store.record(c2, [Outgoing("id1", "thread", result())], [], [], T0 + 433)
+    assert not await store.record(c1, [Outgoing("id1", "thread", result())], None, [], T0 + 432)
+    assert await store.record(c2, [Outgoing("id1", "thread", result())], None, [], T0 + 433)
     assert [r.id for r in await store.results()] == ["id1"]
 
 
 async def test_new_span_after_evaluation_makes_a_new_version(store: SqlStore) -> None:
     await store.ingest(batch(span("a", "1"), conv="c"), T0)
     [c] = await store.claim("w", T0 + 400, READY, 10, 30)
-    await store.record(c, [], [], [], T0 + 401)
+    await store.record(c, [], None, [], T0 + 401)
     await store.ingest(batch(span("b", "2"), conv="c"), T0 + 500)
     [again] = await store.claim("w", T0 + 900, READY, 10, 30)
     assert again.version == 2 and again.mode is Mode.THREAD
@@ -111,7 +111,7 @@ async def test_outbox_rows_only_for_changed_results_and_review_once_per_version(
         }
     ]
     out = [Outgoing("r1", "thread", result(score=0.0)), Outgoing("r2", "trace:a", result("t", 1.0, turn=0))]
-    assert await store.record(c, out, reasons, ["hook"], T0 + 401)
+    assert await store.record(c, out, ReviewRequest(reasons, ["hook"]), ["hook"], T0 + 401)
     rows = await store.pending_outbox("hook", T0 + 402, 100)
     assert sorted((r.kind, r.ref) for r in rows) == [("result", "r1"), ("result", "r2"), ("review", "otlp:c@1")]
 
@@ -119,7 +119,7 @@ async def test_outbox_rows_only_for_changed_results_and_review_once_per_version(
     await store.ingest(batch(span("b", "2"), conv="c"), T0 + 500)
     [c2] = await store.claim("w", T0 + 900, READY, 10, 30)
     out2 = [Outgoing("r1", "thread", result(score=0.5)), Outgoing("r2", "trace:a", result("t", 1.0, turn=0))]
-    assert await store.record(c2, out2, reasons, ["hook"], T0 + 901)
+    assert await store.record(c2, out2, ReviewRequest(reasons, ["hook"]), ["hook"], T0 + 901)
     rows = await store.pending_outbox("hook", T0 + 902, 100)
     assert sorted((r.kind, r.ref) for r in rows) == [
         ("result", "r1"),
@@ -151,7 +151,7 @@ class FlakySink:
 async def test_outbox_delivery_retries_with_backoff_and_delivers_once(store: SqlStore) -> None:
     await store.ingest(batch(span("a", "1"), conv="c"), T0)
     [c] = await store.claim("w", T0 + 400, READY, 10, 30)
-    await store.record(c, [Outgoing("r1", "thread", result())], [], ["hook"], T0 + 401)
+    await store.record(c, [Outgoing("r1", "thread", result())], None, ["hook"], T0 + 401)
     sink = FlakySink(failures=2)
     stats = await deliver_outbox(store, [sink], T0 + 402, max_attempts=5)
     assert (stats.delivered, stats.retried) == (0, 1)
@@ -214,6 +214,27 @@ async def test_outbox_payloads_carry_the_anchor_sinks_attach_to(store: SqlStore)
         }
     ]
     out = [Outgoing("r1", "thread", result(score=0.0), anchor)]
-    await store.record(c, out, reasons, ["hook"], T0 + 401, thread_anchor=anchor)
+    await store.record(c, out, ReviewRequest(reasons, ["hook"], anchor=anchor), ["hook"], T0 + 401)
     rows = {r.kind: r.payload for r in await store.pending_outbox("hook", T0 + 402, 10)}
     assert rows["result"]["anchor"] == anchor and rows["review"]["anchor"] == anchor
+
+
+async def test_review_forwarded_only_is_recorded_but_not_open_locally(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    reasons = [
+        {
+            "metric": "m",
+            "target": "thread",
+            "score": 0.0,
+            "threshold": 0.7,
+            "label": None,
+            "status": "ok",
+            "reason": "x",
+        }
+    ]
+    review = ReviewRequest(reasons, ["hook"], local=False, fields={"priority": "high"})
+    await store.record(c, [], review, [], T0 + 401)
+    assert await store.review_items("open") == []
+    [row] = await store.pending_outbox("hook", T0 + 402, 10)
+    assert row.kind == "review" and row.payload["priority"] == "high"

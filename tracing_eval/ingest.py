@@ -22,6 +22,10 @@ def conversation_ids(spans: Iterable[Span]) -> dict[str, str]:
     return {tid: conv for tid, (_, conv) in found.items()}
 
 
+#: Events the worker itself emits; one that loops back into a receiver must not change the thread.
+OWN_EVENTS = frozenset({"gen_ai.evaluation.result"})
+
+
 def make_batch(
     spans: list[Span],
     events: list[tuple[str, str, SpanEvent]],
@@ -31,7 +35,7 @@ def make_batch(
 ) -> IngestBatch:
     return IngestBatch(
         spans=spans,
-        events=events,
+        events=[e for e in events if e[2].name not in OWN_EVENTS],
         conversations=conversation_ids(spans),
         source=source,
         source_state=source_state or {},

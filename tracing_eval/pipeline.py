@@ -16,10 +16,10 @@ from tracing_eval.evaluate import evaluate_all
 from tracing_eval.judge import JudgeClient, ThreadJudge
 from tracing_eval.metrics.catalogue import MetricSet
 from tracing_eval.model import MetricResult, Scope, Thread, result_id
-from tracing_eval.review import review_reasons
+from tracing_eval.routing import route
 from tracing_eval.sinks import LOCAL, DeliveryStats, Sink, backoff_seconds, deliver_outbox
 from tracing_eval.sources import Source
-from tracing_eval.store.base import Claim, Mode, Outgoing, Readiness, Store
+from tracing_eval.store.base import Claim, Mode, Outgoing, Readiness, ReviewRequest, Store
 
 log = structlog.get_logger(__name__)
 
@@ -95,9 +95,17 @@ class Pipeline:
     async def deliver(self) -> DeliveryStats:
         return await deliver_outbox(self.store, list(self.sinks), time.time(), self.settings.sinks.max_attempts)
 
-    @property
-    def outbox_sinks(self) -> list[str]:
-        return [s.name for s in self.sinks if s.name != LOCAL]
+    def _sinks_for(self, kind: str) -> list[str]:
+        """Outbox sinks that take `kind` payloads (a sink without `kinds` takes both)."""
+        return [s.name for s in self.sinks if s.name != LOCAL and kind in getattr(s, "kinds", ("result", "review"))]
+
+    def _review(self, thread: Thread, results: list[MetricResult]) -> ReviewRequest | None:
+        decision = route(results, self.settings.review, review_sinks=self._sinks_for("review"))
+        if decision is None:
+            return None
+        return ReviewRequest(
+            decision.reasons, decision.sinks, decision.local, decision.payload_fields(), anchor(thread, None)
+        )
 
     async def evaluate_claim(self, claim: Claim, stats: TickStats) -> None:
         bound = log.bind(thread_key=claim.thread_key, version=claim.version, mode=claim.mode.value)
@@ -114,11 +122,9 @@ class Pipeline:
             )
             if turns_only:
                 results = [r for r in results if r.scope is not Scope.THREAD]
-            reasons = review_reasons(results, self.settings.review) if claim.mode is Mode.THREAD else []
+            review = self._review(thread, results) if claim.mode is Mode.THREAD else None
             outgoing = [self._outgoing(claim.thread_key, thread, r) for r in results]
-            recorded = await self.store.record(
-                claim, outgoing, reasons, self.outbox_sinks, time.time(), thread_anchor=anchor(thread, None)
-            )
+            recorded = await self.store.record(claim, outgoing, review, self._sinks_for("result"), time.time())
         except Exception as exc:  # keep every other thread going; retry this one later
             stats.errors += 1
             give_up = claim.attempts >= self.settings.schedule.max_attempts
@@ -134,7 +140,7 @@ class Pipeline:
         stats.results += len(results)
         if claim.mode is Mode.THREAD:
             stats.threads_evaluated += 1
-            stats.routed_to_review += bool(reasons)
+            stats.routed_to_review += review is not None
         else:
             stats.turn_evaluations += 1
         spent = judge.usage if judge else None
@@ -142,7 +148,7 @@ class Pipeline:
             "evaluated",
             turns=len(thread.turns),
             results=len(results),
-            review=bool(reasons),
+            review=review is not None,
             judge_calls=spent.calls if spent else 0,
             judge_tokens=spent.input_tokens + spent.output_tokens if spent else 0,
             judge_cost_usd=round(spent.cost_usd, 6) if spent else 0.0,

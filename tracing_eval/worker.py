@@ -29,6 +29,7 @@ from tracing_eval.config import ConfigError, Settings
 from tracing_eval.judge import JudgeCache, JudgeClient
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.pipeline import Pipeline, TickStats
+from tracing_eval.routing import unknown_destinations
 from tracing_eval.sinks import LOCAL, Sink
 from tracing_eval.sources import Source
 from tracing_eval.store.sql import SqlStore
@@ -38,7 +39,9 @@ log = structlog.get_logger(__name__)
 OTLP_HTTP = "otlp-http"
 OTLP_FILE = "otlp-file:"
 LANGFUSE = "langfuse"
-KNOWN_SINKS = (LOCAL, LANGFUSE)
+OTLP = "otlp"
+WEBHOOK = "webhook"
+KNOWN_SINKS = (LOCAL, LANGFUSE, OTLP, WEBHOOK)
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,10 @@ def sink_names(names: Sequence[str] | None, settings: Settings, plan: SourcePlan
     unknown = [n for n in wanted if n not in KNOWN_SINKS]
     if unknown:
         raise ConfigError(f"unknown or unavailable sink(s) {', '.join(unknown)}; available: {', '.join(KNOWN_SINKS)}")
+    dangling = unknown_destinations(settings.review, [n for n in wanted if n in (LANGFUSE, WEBHOOK)])
+    if dangling:
+        routes = "; ".join(f"{name}: {', '.join(dests)}" for name, dests in dangling.items())
+        raise ConfigError(f"review routes send to sinks that are not enabled ({routes}); enable them with --sink")
     return wanted
 
 
@@ -86,6 +93,16 @@ def build_sinks(names: list[str], settings: Settings, store: SqlStore) -> list[S
         from connectors.langfuse import LangfuseSink
 
         sinks.append(LangfuseSink(settings.langfuse, store=store))
+    if OTLP in names:
+        from connectors.otlp.sink import OtlpEvaluationSink
+
+        sinks.append(OtlpEvaluationSink(settings.sinks.otlp))  # a missing endpoint is a ConfigError
+    if WEBHOOK in names:
+        from connectors.review.webhook import WebhookSink
+
+        if not settings.sinks.webhook.urls:
+            raise ConfigError("sink webhook: set [sinks.webhook] urls (TRACING_EVAL_SINKS__WEBHOOK__URLS)")
+        sinks.append(WebhookSink(settings.sinks.webhook))
     return sinks
 
 

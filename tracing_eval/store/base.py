@@ -53,6 +53,17 @@ class Outgoing:
 
 
 @dataclass
+class ReviewRequest:
+    """A thread routed for review: why, which outbox sinks get it, and whether the local queue shows it."""
+
+    reasons: list[dict[str, Any]]
+    sinks: list[str] = field(default_factory=list)
+    local: bool = True  # False: recorded (once per version) but not open in the local queue
+    fields: dict[str, Any] = field(default_factory=dict)  # extra payload fields (priority, routes, ...)
+    anchor: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class ReviewItem:
     id: int
     thread_key: str
@@ -115,10 +126,9 @@ class Store(Protocol):
         self,
         claim: Claim,
         outgoing: list[Outgoing],
-        review_reasons: list[dict[str, Any]],
+        review: ReviewRequest | None,
         sinks: list[str],
         now: float,
-        thread_anchor: dict[str, Any] | None = None,
     ) -> bool: ...
 
     async def release(self, claim: Claim, error: str, now: float, retry_in: float, give_up: bool) -> None: ...

@@ -30,6 +30,7 @@ from tracing_eval.store.base import (
     Outgoing,
     Readiness,
     ReviewItem,
+    ReviewRequest,
     StoredResult,
 )
 
@@ -290,10 +291,9 @@ class SqlStore:
         self,
         claim: Claim,
         outgoing: list[Outgoing],
-        review_reasons: list[dict[str, Any]],
+        review: ReviewRequest | None,
         sinks: list[str],
         now: float,
-        thread_anchor: dict[str, Any] | None = None,
     ) -> bool:
         """Store results, review item and outbox rows and release the lease, atomically.
 
@@ -316,8 +316,8 @@ class SqlStore:
                 await conn.rollback()
                 return False
             await self._write_results(conn, claim, outgoing, sinks, now)
-            if review_reasons and claim.mode is Mode.THREAD:
-                await self._write_review(conn, claim, review_reasons, sinks, now, thread_anchor)
+            if review is not None and review.reasons and claim.mode is Mode.THREAD:
+                await self._write_review(conn, claim, review, now)
         return True
 
     async def _write_results(
@@ -373,23 +373,15 @@ class SqlStore:
         if deliveries:
             await conn.execute(self._insert(t.outbox).on_conflict_do_nothing(), deliveries)
 
-    async def _write_review(
-        self,
-        conn: AsyncConnection,
-        claim: Claim,
-        reasons: list[dict[str, Any]],
-        sinks: list[str],
-        now: float,
-        anchor: dict[str, Any] | None,
-    ) -> None:
+    async def _write_review(self, conn: AsyncConnection, claim: Claim, review: ReviewRequest, now: float) -> None:
         rv = t.review_items.c
         ins = (
             self._insert(t.review_items)
             .values(
                 thread_key=claim.thread_key,
                 thread_version=claim.version,
-                status="open",
-                reasons=orjson.dumps(reasons),
+                status="open" if review.local else "forwarded",
+                reasons=orjson.dumps(review.reasons),
                 created_at=now,
             )
             .on_conflict_do_nothing()
@@ -403,14 +395,15 @@ class SqlStore:
             .where(rv.thread_key == claim.thread_key, rv.status == "open", rv.id != new_id)
             .values(status="superseded", resolved_at=now, resolution=f"superseded by version {claim.version}")
         )
-        if sinks:
+        if review.sinks:
             payload = orjson.dumps(
                 {
                     "review_id": new_id,
                     "thread_key": claim.thread_key,
                     "thread_version": claim.version,
-                    "anchor": anchor or {},
-                    "reasons": reasons,
+                    "anchor": review.anchor,
+                    "reasons": review.reasons,
+                    **review.fields,
                 }
             )
             await conn.execute(
@@ -424,7 +417,7 @@ class SqlStore:
                         "payload": payload,
                         "created_at": now,
                     }
-                    for s in sinks
+                    for s in review.sinks
                 ],
             )
 

@@ -1,0 +1,333 @@
+"""The OTLP sink over loopback: real SDK exporter in, real protobuf types out."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.sdk.trace import TracerProvider
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from connectors.otlp.file_source import OtlpFileSource
+from connectors.otlp.sink import OtlpEvaluationSink, OtlpExportError, resolve_endpoint
+from tests.conftest import EXAMPLES
+from tests.fakes.loopback import LoopbackServer
+from tracing_eval.config import ConfigError, OtlpSinkSettings, Settings
+from tracing_eval.metrics.catalogue import build_metrics
+from tracing_eval.model import MetricResult, Scope, Status, not_applicable, score_result
+from tracing_eval.pipeline import Pipeline
+from tracing_eval.sinks import deliver_outbox
+from tracing_eval.store.sql import SqlStore
+
+TRACE = "a5dfbdd021205be9837df8ee3732451d"
+SPAN = "3af07ba70b3e9ed6"
+LAST_TRACE = "0123456789abcdef0123456789abcdef"
+LAST_SPAN = "fedcba9876543210"
+
+
+@dataclass
+class Event:
+    """One received log record, decoded."""
+
+    event_name: str
+    trace_id: str
+    span_id: str
+    attributes: dict[str, Any]
+    resource: dict[str, Any]
+    time_unix_nano: int
+
+
+@dataclass
+class Collector:
+    """A `/v1/logs` endpoint that answers the scripted statuses first, then 200."""
+
+    statuses: list[int] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    attempts: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    async def logs(self, request: Request) -> Response:
+        body = await request.body()
+        with self.lock:
+            self.attempts += 1
+            status = self.statuses.pop(0) if self.statuses else 200
+            self.headers.append(dict(request.headers))
+        if status != 200:
+            return Response(status_code=status)
+        req = ExportLogsServiceRequest()
+        req.ParseFromString(body)
+        with self.lock:
+            self.events += decode(req)
+        return Response(ExportLogsServiceResponse().SerializeToString(), media_type="application/x-protobuf")
+
+
+def value(v: AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return kv(v.kvlist_value.values)
+    return getattr(v, kind) if kind else None
+
+
+def kv(items: Any) -> dict[str, Any]:
+    return {item.key: value(item.value) for item in items if isinstance(item, KeyValue)}
+
+
+def decode(req: ExportLogsServiceRequest) -> list[Event]:
+    return [
+        Event(
+            rec.event_name,
+            rec.trace_id.hex(),
+            rec.span_id.hex(),
+            kv(rec.attributes),
+            kv(rl.resource.attributes),
+            rec.time_unix_nano,
+        )
+        for rl in req.resource_logs
+        for sl in rl.scope_logs
+        for rec in sl.log_records
+    ]
+
+
+@pytest.fixture
+def collector() -> Iterator[tuple[Collector, str]]:
+    c = Collector()
+    with LoopbackServer(Starlette(routes=[Route("/v1/logs", c.logs, methods=["POST"])])) as server:
+        yield c, server.url
+
+
+@pytest.fixture
+def no_otel_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+        "OTEL_SDK_DISABLED",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+def payload(result: MetricResult, *, target: str, anchor: dict[str, Any], version: int = 3) -> dict[str, Any]:
+    return {
+        "result_id": f"id-{result.metric}-{target}",
+        "thread_key": "otlp:conv-7",
+        "target": target,
+        "thread_version": version,
+        "anchor": anchor,
+        "result": result.model_dump(mode="json"),
+    }
+
+
+TURN_ANCHOR = {"trace_id": TRACE, "span_id": SPAN, "response_id": "chatcmpl-1", "start_ns": 1, "conversation_id": "c7"}
+THREAD_ANCHOR = {
+    "trace_id": LAST_TRACE,
+    "span_id": LAST_SPAN,
+    "response_id": None,
+    "start_ns": 1,
+    "conversation_id": "c7",
+}
+
+
+def sink_for(url: str, **kw: Any) -> OtlpEvaluationSink:
+    return OtlpEvaluationSink(OtlpSinkSettings(endpoint=url, timeout_seconds=0.5, **kw))
+
+
+async def test_turn_result_is_an_event_parented_to_the_turn_root_span(
+    collector: tuple[Collector, str], no_otel_env: None
+) -> None:
+    c, url = collector
+    sink = sink_for(url, service_name="evals-prod")
+    r = score_result(
+        "response_hygiene",
+        0.5,
+        threshold=0.7,
+        scope=Scope.TURN,
+        turn_index=1,
+        label="truncated",
+        reason="cut off",
+        version="2",
+    )
+    await sink.deliver("result", payload(r, target=f"trace:{TRACE}", anchor=TURN_ANCHOR))
+    await sink.close()
+
+    [ev] = c.events
+    assert ev.event_name == "gen_ai.evaluation.result"
+    assert (ev.trace_id, ev.span_id) == (TRACE, SPAN)
+    assert ev.resource["service.name"] == "evals-prod"
+    assert ev.time_unix_nano > 0
+    assert ev.attributes == {
+        "gen_ai.evaluation.name": "response_hygiene",
+        "gen_ai.evaluation.score.value": 0.5,
+        "gen_ai.evaluation.score.label": "truncated",
+        "gen_ai.evaluation.explanation": "cut off",
+        "gen_ai.response.id": "chatcmpl-1",
+        "tracing_eval.result.id": f"id-response_hygiene-trace:{TRACE}",
+        "tracing_eval.thread.key": "otlp:conv-7",
+        "tracing_eval.thread.version": 3,
+        "tracing_eval.target": f"trace:{TRACE}",
+        "tracing_eval.scope": "turn",
+        "tracing_eval.turn.index": 1,
+        "tracing_eval.metric.version": "2",
+        "tracing_eval.status": "ok",
+        "tracing_eval.passed": False,
+        "tracing_eval.threshold": 0.7,
+    }
+    assert c.headers[0]["content-type"] == "application/x-protobuf"
+
+
+async def test_thread_result_goes_to_last_turn_root_with_conversation_id(
+    collector: tuple[Collector, str], no_otel_env: None
+) -> None:
+    c, url = collector
+    sink = sink_for(url)
+    r = score_result("task_success", 0.9, threshold=0.7)
+    r.judge_model = "gpt-4o-mini"
+    await sink.deliver("result", payload(r, target="thread", anchor=THREAD_ANCHOR))
+    await sink.close()
+
+    [ev] = c.events
+    assert (ev.trace_id, ev.span_id) == (LAST_TRACE, LAST_SPAN)
+    assert ev.attributes["gen_ai.conversation.id"] == "c7"
+    assert ev.attributes["gen_ai.evaluation.score.label"] == "pass"  # no metric label: the verdict
+    assert ev.attributes["tracing_eval.scope"] == "thread"
+    assert ev.attributes["tracing_eval.judge.model"] == "gpt-4o-mini"
+    assert "gen_ai.response.id" not in ev.attributes and "tracing_eval.turn.index" not in ev.attributes
+
+
+async def test_errors_and_not_applicable_carry_no_score(collector: tuple[Collector, str], no_otel_env: None) -> None:
+    c, url = collector
+    sink = sink_for(url)
+    failed = MetricResult(
+        metric="failure_rate", scope=Scope.THREAD, status=Status.ERROR, error="MalformedAnswer: label 'meh'"
+    )
+    weird = MetricResult(metric="completeness", scope=Scope.THREAD, status=Status.ERROR, error="no answer at all")
+    na = not_applicable("tool_errors", "no tool calls")
+    for r in (failed, weird, na):
+        await sink.deliver("result", payload(r, target="thread", anchor=THREAD_ANCHOR))
+    await sink.close()
+
+    by_name = {e.attributes["gen_ai.evaluation.name"]: e.attributes for e in c.events}
+    assert by_name["failure_rate"]["error.type"] == "MalformedAnswer"
+    assert by_name["failure_rate"]["gen_ai.evaluation.explanation"] == "MalformedAnswer: label 'meh'"
+    assert by_name["completeness"]["error.type"] == "_OTHER"
+    assert by_name["tool_errors"]["gen_ai.evaluation.score.label"] == "not_applicable"
+    assert by_name["tool_errors"]["tracing_eval.status"] == "not_applicable"
+    for attrs in by_name.values():
+        assert "gen_ai.evaluation.score.value" not in attrs and "tracing_eval.passed" not in attrs
+    assert "gen_ai.evaluation.score.label" not in by_name["failure_rate"]
+
+
+async def test_review_payloads_are_ignored_and_unknown_ids_are_not_parented(
+    collector: tuple[Collector, str], no_otel_env: None
+) -> None:
+    c, url = collector
+    sink = sink_for(url)
+    await sink.deliver("review", {"review_id": 1, "thread_key": "k", "thread_version": 1, "reasons": []})
+    assert c.attempts == 0
+    anchor = {"trace_id": "langfuse-trace-7", "span_id": None, "response_id": "resp-9", "conversation_id": None}
+    tracer = TracerProvider().get_tracer("app")
+    with tracer.start_as_current_span("unrelated work"):  # must not become the event's parent
+        await sink.deliver(
+            "result", payload(score_result("repetition", 1.0, threshold=0.7), target="thread", anchor=anchor)
+        )
+    await sink.close()
+    [ev] = c.events
+    assert (ev.trace_id, ev.span_id) == ("", "")
+    assert ev.attributes["gen_ai.response.id"] == "resp-9"
+
+
+async def test_failing_endpoint_raises_so_the_outbox_retries(
+    collector: tuple[Collector, str], no_otel_env: None
+) -> None:
+    c, url = collector
+    c.statuses = [503, 400]
+    sink = sink_for(url, headers={"Authorization": "Bearer s3cret"})
+    p = payload(score_result("repetition", 1.0, threshold=0.7), target="thread", anchor=THREAD_ANCHOR)
+    with pytest.raises(OtlpExportError):
+        await sink.deliver("result", p)
+    with pytest.raises(OtlpExportError):
+        await sink.deliver("result", p)
+    assert c.events == []
+    await sink.deliver("result", p)
+    await sink.close()
+    assert len(c.events) == 1
+    assert c.headers[-1]["authorization"] == "Bearer s3cret"
+
+
+async def test_unreachable_endpoint_raises(no_otel_env: None) -> None:
+    sink = sink_for("http://127.0.0.1:9/v1/logs")  # discard port: nothing listens
+    with pytest.raises(OtlpExportError):
+        await sink.deliver("result", payload(score_result("x", 1.0, threshold=None), target="thread", anchor={}))
+    await sink.close()
+
+
+def test_endpoint_resolution(no_otel_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_ENDPOINT"):
+        OtlpEvaluationSink(OtlpSinkSettings())
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/")
+    assert OtlpEvaluationSink(OtlpSinkSettings()).endpoint == "http://collector:4318/v1/logs"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "http://logs:4318/custom/logs")
+    assert OtlpEvaluationSink(OtlpSinkSettings()).endpoint == "http://logs:4318/custom/logs"
+    assert OtlpEvaluationSink(OtlpSinkSettings(endpoint="http://cfg:4318")).endpoint == "http://cfg:4318/v1/logs"
+    assert resolve_endpoint("https://otel.example/otlp/v1/logs", {}) == "https://otel.example/otlp/v1/logs"
+
+
+def test_sdk_disabled_is_a_configuration_error(no_otel_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    with pytest.raises(ConfigError, match="OTEL_SDK_DISABLED"):
+        sink_for("http://127.0.0.1:4318/v1/logs")
+
+
+async def test_example_run_reaches_the_endpoint_once_per_result_correctly_parented(
+    collector: tuple[Collector, str], no_otel_env: None, settings: Settings, store: SqlStore
+) -> None:
+    """The examples through the real pipeline: every recorded result arrives once, on its turn's root span."""
+    c, url = collector
+    c.statuses = [503]  # the first export fails and is retried by the outbox
+    sink = sink_for(url)
+    source = OtlpFileSource(EXAMPLES / "otel-genai.otlp.jsonl", complete=True)
+    pipeline = Pipeline(store, settings, build_metrics(settings), "test", sources=[source], sinks=[sink])
+    await pipeline.tick(settle_all=True)
+    assert await store.outbox_backlog() == 1  # the failed one waits for its backoff
+    stats = await deliver_outbox(store, [sink], now=10**10, max_attempts=5)
+    assert (stats.delivered, await store.outbox_backlog()) == (1, 0)
+    await sink.close()
+
+    roots = await _turn_roots(store)
+    stored = await store.results()
+    assert {s.result.turn_index is None for s in stored} == {True, False}  # thread and turn results
+    assert len(roots) == 7 and len(stored) > 50
+    events = defaultdict(list)
+    for ev in c.events:
+        events[ev.attributes["tracing_eval.result.id"]].append(ev)
+    assert {k: len(v) for k, v in events.items()} == {s.id: 1 for s in stored}
+    for s in stored:
+        [ev] = events[s.id]
+        turns = roots[s.thread_key]
+        expected = turns[-1] if s.result.turn_index is None else turns[s.result.turn_index]
+        assert (ev.trace_id, ev.span_id) == expected
+        assert ev.attributes["gen_ai.evaluation.name"] == s.result.metric
+        if s.result.turn_index is None:
+            assert ev.attributes["gen_ai.conversation.id"] == s.thread_key.removeprefix("otlp:")
+
+
+async def _turn_roots(store: SqlStore) -> dict[str, list[tuple[str, str]]]:
+    """Thread key -> (trace id, root span id) of each turn, in turn order."""
+    out = {}
+    for key in await store.thread_keys():
+        traces = await store.load_traces(key)
+        roots = [next(s for s in spans if s.parent_id is None) for spans in traces]
+        out[key] = [(s.trace_id, s.span_id) for s in sorted(roots, key=lambda s: s.start_ns)]
+    return out
