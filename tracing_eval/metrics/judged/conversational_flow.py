@@ -15,9 +15,10 @@ from tracing_eval.metrics.judged.base import (
     JudgeContext,
     JudgeError,
     JudgeRequest,
-    MalformedAnswer,
     judge_error,
     label_of,
+    strings_of,
+    text_of,
     with_usage,
 )
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
@@ -63,14 +64,7 @@ class Answer:
 
 
 def parse(data: Any) -> Answer:
-    verdict = label_of(data, "verdict", V5_PLUS)
-    issues = data.get("key_issues")
-    if not isinstance(issues, list) or not all(isinstance(i, str) for i in issues):
-        raise MalformedAnswer("'key_issues' must be a list of strings")
-    reason = data.get("reason")
-    if not isinstance(reason, str):
-        raise MalformedAnswer("'reason' must be a string")
-    return Answer(verdict, issues, reason.strip())
+    return Answer(label_of(data, "verdict", V5_PLUS), strings_of(data, "key_issues"), text_of(data, "reason"))
 
 
 class ConversationalFlow(MetricBase):

@@ -15,9 +15,10 @@ from tracing_eval.metrics.judged.base import (
     JudgeContext,
     JudgeError,
     JudgeRequest,
-    MalformedAnswer,
     judge_error,
     label_of,
+    strings_of,
+    text_of,
     with_usage,
 )
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
@@ -68,14 +69,7 @@ class Answer:
 
 
 def parse(data: Any) -> Answer:
-    verdict = label_of(data, "verdict", FR6)
-    evidence = data.get("evidence")
-    if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
-        raise MalformedAnswer("'evidence' must be a list of strings")
-    reason = data.get("reason")
-    if not isinstance(reason, str):
-        raise MalformedAnswer("'reason' must be a string")
-    return Answer(verdict, evidence, reason.strip())
+    return Answer(label_of(data, "verdict", FR6), strings_of(data, "evidence"), text_of(data, "reason"))
 
 
 class FailureRate(MetricBase):

@@ -19,10 +19,11 @@ from tracing_eval.metrics.judged.base import (
     JudgeContext,
     JudgeError,
     JudgeRequest,
-    MalformedAnswer,
     judge_error,
     label_of,
     skipped,
+    strings_of,
+    text_of,
     with_usage,
 )
 from tracing_eval.model import MetricResult, Scope, Status, Thread, not_applicable, score_result
@@ -73,14 +74,7 @@ class Answer:
 
 
 def parse(data: Any) -> Answer:
-    verdict = label_of(data, "verdict", V5_MINUS)
-    segments = data.get("repeated_segments")
-    if not isinstance(segments, list) or not all(isinstance(s, str) for s in segments):
-        raise MalformedAnswer("'repeated_segments' must be a list of strings")
-    reason = data.get("reason")
-    if not isinstance(reason, str):
-        raise MalformedAnswer("'reason' must be a string")
-    return Answer(verdict, segments, reason.strip())
+    return Answer(label_of(data, "verdict", V5_MINUS), strings_of(data, "repeated_segments"), text_of(data, "reason"))
 
 
 def repeated_tool_calls(thread: Thread) -> list[dict[str, Any]]:
