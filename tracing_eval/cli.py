@@ -119,6 +119,8 @@ async def _run_once(settings: Settings, plan: Any, sinks: list[str], since: Any 
     try:
         pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=True, since=since)
         started = time.perf_counter()
+        if since is not None:
+            await _catch_up(pipeline.sources, store, since)
         stats = await pipeline.tick(settle_all=True)
         err().print(
             f"pulled {stats.spans_pulled} spans, evaluated {stats.threads_evaluated} threads "
@@ -170,6 +172,33 @@ def backfill(config_path: Path | None, since: str, sinks: tuple[str, ...]) -> No
     plan = worker.SourcePlan(otlp_http=False, files=(), langfuse=True)
     err().print(f"backfilling Langfuse from {start.isoformat()} (read window by window, then evaluated)")
     asyncio.run(_run_once(settings, plan, worker.sink_names(sinks, settings, plan), since=start))
+
+
+async def _catch_up(sources: Any, store: SqlStore, since: Any) -> None:
+    """Pull the Langfuse source window by window up to now, with a progress bar over the time range."""
+    from connectors.langfuse.source import LangfuseSource, SourceState
+
+    source = next(s for s in sources if isinstance(s, LangfuseSource))
+    total = max(1.0, time.time() - since.timestamp())
+    spans = 0
+    with Progress(
+        TextColumn("backfill"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}% of the time range, {task.fields[spans]} spans"),
+        TimeElapsedColumn(),
+        console=err(),
+        disable=not err().is_terminal,
+    ) as progress:
+        task = progress.add_task("backfill", total=total, spans=0)
+        while True:
+            pulled_at = time.time()
+            spans += await source.pull(store, pulled_at)
+            watermark = SourceState.loads(await store.get_source_state(source.state_key)).watermark
+            done = total if watermark is None else min(total, watermark.timestamp() - since.timestamp())
+            progress.update(task, completed=done, spans=spans)
+            if watermark is None or watermark.timestamp() >= pulled_at - 1:
+                break
+    err().print(f"read {spans} spans from Langfuse since {since.isoformat()}")
 
 
 async def _stored_records(store: SqlStore) -> list[dict[str, Any]]:
