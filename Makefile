@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 PYTHON ?= python3
 EXAMPLES := examples/otel-genai.otlp.jsonl examples/openinference.otlp.jsonl
 
-.PHONY: demo test install install-dev bench examples
+.PHONY: demo test install install-dev bench examples docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: install
 ## The whole test suite (CI runs exactly this through .ci/run).
 test: install-dev
 	$(BIN)/python -m pytest
+
+## Regenerate docs/configuration.md from the settings model (tests/test_configdoc.py checks it is current).
+docs: install
+	$(BIN)/python -m tracing_eval.configdoc --write docs/configuration.md
 
 ## Regenerate examples/ with the real instrumentations (see examples/README.md).
 examples: install-dev

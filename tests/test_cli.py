@@ -138,3 +138,10 @@ def test_config_mistakes_and_bad_sources_are_clear_errors(settings: Any, tmp_pat
     assert res.exit_code == 2 and "unknown source 'kafka:topic'" in res.stderr
     res = invoke("run", "--once", "--source", "otlp-file:x.jsonl", "--sink", "kafka")
     assert res.exit_code == 2 and "unknown or unavailable sink(s) kafka" in res.stderr
+
+
+def test_error_messages_keep_their_bracketed_toml_sections(settings: Any, tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[schedule]\ntick_secnds = 1\n")
+    res = invoke("results", "--config", str(cfg))
+    assert res.exit_code == 2 and "TOML key [schedule] tick_secnds" in res.stderr

@@ -79,3 +79,12 @@ def test_example_config_documents_every_key_with_its_default() -> None:
             documented = f"{key} =" in text or f"[{where}.{key}]" in text
             assert documented, f"config.example.toml does not document [{where}] {key}"
     assert load_settings(REPO / "config.example.toml").model_dump() == Settings().model_dump()
+
+
+def test_unknown_environment_sections_and_blank_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRACING_EVAL_RECEIVER__AUTH_TOKEN", "")
+    assert load_settings().receiver.auth_token is None  # blank means unset, not "require an empty token"
+    monkeypatch.setenv("TRACING_EVAL_JUDGE_MODEL", "gpt-4o-mini")  # one underscore: no such section
+    with pytest.raises(ConfigError, match="TRACING_EVAL_JUDGE_MODEL"):
+        load_settings()

@@ -7,11 +7,14 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
+from tests.conftest import BACKENDS
 from tracing_eval.model import MetricResult, Scope, Span, SpanEvent, score_result
 from tracing_eval.sinks import deliver_outbox
 from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Mode, Outgoing, Readiness, ReviewRequest
 from tracing_eval.store.sql import SqlStore, StoreError
+
+pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)  # every test on SQLite and PostgreSQL
 
 READY = Readiness(turn_settle=60, thread_idle=300)
 T0 = 1_000_000.0
@@ -191,10 +194,15 @@ async def test_schema_version_mismatch_is_a_clear_error(store: SqlStore, setting
     await other.close()
 
 
-async def test_unreachable_store_is_a_clear_error(tmp_path: Any) -> None:
-    s = SqlStore(f"sqlite+aiosqlite:///{tmp_path}/missing-dir/x.db")
-    with pytest.raises(StoreError, match="cannot open the store"):
+async def test_unreachable_store_is_a_clear_error(tmp_path: Any, backend: str) -> None:
+    if backend == "sqlite":
+        url, shown = f"sqlite+aiosqlite:///{tmp_path}/missing-dir/x.db", f"{tmp_path}/missing-dir/x.db"
+    else:  # nothing listens on port 1; the password must not show up in the message
+        url, shown = "postgresql+asyncpg://tester:s3cret@127.0.0.1:1/nowhere", "tester:***@127.0.0.1:1/nowhere"
+    s = SqlStore(url)
+    with pytest.raises(StoreError, match="cannot open the store") as err:
         await s.open()
+    assert shown in str(err.value) and "s3cret" not in str(err.value)
     await s.close()
 
 
@@ -238,3 +246,18 @@ async def test_review_forwarded_only_is_recorded_but_not_open_locally(store: Sql
     assert await store.review_items("open") == []
     [row] = await store.pending_outbox("hook", T0 + 402, 10)
     assert row.kind == "review" and row.payload["priority"] == "high"
+
+
+async def test_free_form_ids_of_any_length_fit_every_column(store: SqlStore) -> None:
+    """Langfuse ids are free-form (and a v3 trace's virtual root is `t-<trace id>`); PostgreSQL
+    enforces column lengths where SQLite does not, so long ids must fit on both."""
+    tid = "lf-" + "7" * 61
+    s = Span(trace_id=tid, span_id="t-" + tid, name="chat", start_ns=1)
+    await store.ingest(IngestBatch(spans=[s], conversations={tid: "session-" + "y" * 600}, source="langfuse"), T0)
+    [c] = await store.claim("replica-" + "z" * 200, T0 + 400, READY, 10, 30)
+    reasons = [{"metric": "t", "target": "thread", "score": 0.0, "threshold": 0.7, "status": "ok", "reason": "x"}]
+    out = [Outgoing("r1", f"trace:{tid}", result("t", 0.0, turn=0))]
+    assert await store.record(c, out, ReviewRequest(reasons, ["hook"]), ["hook"], T0 + 401)
+    rows = await store.pending_outbox("hook", T0 + 402, 10)
+    assert sorted(r.kind for r in rows) == ["result", "review"]
+    assert [[x.span_id for x in trace] for trace in await store.load_traces(c.thread_key)] == [["t-" + tid]]

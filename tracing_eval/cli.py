@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tracing_eval import logging as te_logging
@@ -36,7 +37,7 @@ def err() -> Console:
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err().print(f"[bold red]error:[/bold red] {message}")
+    err().print(f"[bold red]error:[/bold red] {escape(message)}")
     sys.exit(code)
 
 
@@ -140,13 +141,15 @@ async def _run_once(settings: Settings, plan: Any, sinks: list[str], since: Any 
 async def _run_forever(settings: Settings, plan: Any, sinks: list[str]) -> None:
     from connectors.otlp.receiver import OtlpReceiver
     from tracing_eval import worker
+    from tracing_eval.telemetry import Telemetry
 
     store = worker.build_store(settings)
     await store.open()
     pipeline = None
+    telemetry = Telemetry()  # this worker's Prometheus series, served on /metrics
     try:
-        pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=False)
-        receiver = OtlpReceiver(store, settings.receiver) if plan.otlp_http else None
+        pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=False, telemetry=telemetry)
+        receiver = OtlpReceiver(store, settings.receiver, telemetry=telemetry) if plan.otlp_http else None
         await worker.Worker(settings, pipeline, receiver).run()
     finally:
         if pipeline is not None:
@@ -348,7 +351,7 @@ def doctor(config_path: Path | None, sources: tuple[str, ...]) -> None:
         nonlocal problems
         problems += not ok
         mark = "[green]ok[/green]  " if ok else "[red]FAIL[/red]"
-        out().print(f"{mark} {what}: {detail}")
+        out().print(f"{mark} {escape(what)}: {escape(detail)}")
 
     plan_langfuse = "langfuse" in sources
     try:

@@ -35,10 +35,16 @@ class StoreSettings(_Section):
     )
 
 
+def _empty_is_unset(value: object) -> object:
+    """An empty secret (e.g. `TRACING_EVAL_RECEIVER__AUTH_TOKEN=`) means unset, not an empty secret."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
 class ReceiverSettings(_Section):
     max_body_bytes: int = Field(
         64 * 1024 * 1024, gt=0, description="Largest request body accepted after decompression (413 above)."
     )
+    _blank_auth_token = field_validator("auth_token", mode="before")(_empty_is_unset)
     auth_token: SecretStr | None = Field(
         None, description="If set, requests must send `Authorization: Bearer <token>`. Set it from the environment."
     )
@@ -127,6 +133,7 @@ class JudgeSettings(_Section):
         None, description="Judge model; the judge tier is on when a model and an API key are set."
     )
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint; default: OPENAI_BASE_URL, else OpenAI.")
+    _blank_api_key = field_validator("api_key", mode="before")(_empty_is_unset)
     api_key: SecretStr | None = Field(
         None, description="API key; default: OPENAI_API_KEY. Set it from the environment."
     )
@@ -209,6 +216,7 @@ class OtlpSinkSettings(_Section):
 
 class WebhookSettings(_Section):
     urls: list[str] = Field(default_factory=list, description="URLs that receive review items as signed JSON POSTs.")
+    _blank_secret = field_validator("secret", mode="before")(_empty_is_unset)
     secret: SecretStr | None = Field(
         None, description="HMAC-SHA256 key for the signature header; set it from the environment."
     )
@@ -226,7 +234,14 @@ class SinkSettings(_Section):
 
 
 class HttpSettings(_Section):
-    address: str = Field("127.0.0.1:4318", description="HOST:PORT of the HTTP server (OTLP receiver).")
+    address: str = Field(
+        "127.0.0.1:4318", description="HOST:PORT of the HTTP server (/healthz, /readyz, /metrics, OTLP receiver)."
+    )
+    sink_failure_threshold_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="/readyz answers 503 once a sink has failed every delivery for longer than this; 0: never.",
+    )
 
     @field_validator("address")
     @classmethod
@@ -312,6 +327,14 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
             tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    unknown = sorted(
+        name
+        for name in os.environ
+        if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX) :].split("__")[0].lower() not in Settings.model_fields
+    )
+    if unknown:
+        sections = ", ".join(f"{ENV_PREFIX}{k.upper()}__..." for k in Settings.model_fields)
+        raise ConfigError(f"unknown setting(s) in the environment: {', '.join(unknown)}; known sections: {sections}")
     cls = Settings
     if path is not None:  # a subclass that reads this file; Settings itself reads none
         cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": path}})

@@ -8,6 +8,7 @@ metric's parser checks them, and a malformed answer gets one corrective re-ask b
 Calls go through an adaptive concurrency cap (`tracing_eval.ratelimit`), a per-call timeout and a
 retry budget with backoff; answers are cached by request hash; usage and cost are counted per
 call, per metric, per thread and overall; token budgets hold per thread and per sliding hour.
+An optional `JudgeObserver` (the worker's `Telemetry`) hears of every call, retry, re-ask and charge.
 """
 
 from __future__ import annotations
@@ -76,6 +77,37 @@ class MemoryCache:
 
     async def cache_put(self, key: str, value: dict[str, Any], now: float) -> None:
         self._items[key] = dict(value)
+
+
+class JudgeObserver(Protocol):
+    """Told what the client does, for metrics; every method must be quick and must not raise."""
+
+    def judge_call(self, metric: str, outcome: str, seconds: float) -> None:
+        """One HTTP attempt ended: `ok`, `rate_limited`, `timeout`, `connection_error`,
+        `server_error` (5xx, 408, 409), `client_error` (other 4xx) or `error`."""
+
+    def judge_usage(self, metric: str, usage: JudgeUsage) -> None:
+        """Usage charged: one completion's tokens and cost, or a cache hit."""
+
+    def judge_retry(self, metric: str) -> None:
+        """A failed attempt will be retried."""
+
+    def judge_reask(self, metric: str) -> None:
+        """A malformed answer gets a corrective re-ask."""
+
+
+def call_outcome(exc: BaseException) -> str:
+    """The `JudgeObserver.judge_call` outcome of a call that raised `exc`."""
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limited"
+    if isinstance(exc, openai.APITimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection_error"
+    if isinstance(exc, openai.APIStatusError):
+        retryable = exc.status_code >= 500 or exc.status_code in _RETRYABLE_STATUS
+        return "server_error" if retryable else "client_error"
+    return "error"
 
 
 # -- prompts and answers (pure) -------------------------------------------------------------------
@@ -345,6 +377,7 @@ class JudgeClient:
         retry_cap_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        observer: JudgeObserver | None = None,
     ) -> None:
         if not settings.model:
             raise JudgeError("no judge model configured (judge.model)")
@@ -363,6 +396,7 @@ class JudgeClient:
         self.retries = 0
         self.rate_limited = 0
         self.reasks = 0
+        self.observer = observer
         self._retry_base = retry_base_seconds
         self._retry_cap = retry_cap_seconds
         self._rng = rng or random.Random()
@@ -371,9 +405,11 @@ class JudgeClient:
         )
 
     @classmethod
-    def from_settings(cls, settings: JudgeSettings, cache: JudgeCache | None = None) -> JudgeClient | None:
+    def from_settings(
+        cls, settings: JudgeSettings, cache: JudgeCache | None = None, observer: JudgeObserver | None = None
+    ) -> JudgeClient | None:
         """A client when a model and an API key are configured, else None (judge tier off)."""
-        return cls(settings, cache) if settings.enabled else None
+        return cls(settings, cache, observer=observer) if settings.enabled else None
 
     @property
     def endpoint(self) -> str:
@@ -419,6 +455,8 @@ class JudgeClient:
             value = parse(decode_answer(answer, request.schema))
         except MalformedAnswer as first:
             self.reasks += 1
+            if self.observer is not None:
+                self.observer.judge_reask(request.metric)
             log.info(
                 "judge answer malformed, asking again",
                 metric=request.metric,
@@ -468,6 +506,8 @@ class JudgeClient:
         self.hourly.spend(usage.input_tokens + usage.output_tokens)
         if thread is not None:
             thread.charge(metric, usage)
+        if self.observer is not None:
+            self.observer.judge_usage(metric, usage)
 
     async def _complete(
         self,
@@ -486,14 +526,7 @@ class JudgeClient:
             wait: float | None = None
             async with self.limiter.slot() as permit:
                 try:
-                    async with asyncio.timeout(self.settings.timeout_seconds):
-                        completion = await self._client.chat.completions.create(
-                            model=self.model,
-                            messages=messages,
-                            response_format=fmt,
-                            temperature=self.settings.temperature,
-                            seed=self.settings.seed,
-                        )
+                    completion = await self._create(messages, fmt, metric)
                 except openai.RateLimitError as exc:
                     wait = retry_after_seconds(exc.response.headers)
                     self.limiter.rate_limited(permit, min(wait, MAX_RETRY_AFTER) if wait is not None else None)
@@ -521,6 +554,8 @@ class JudgeClient:
                 raise JudgeError(f"{error}; the endpoint asks to wait {wait:g} s")
             retries += 1
             self.retries += 1
+            if self.observer is not None:
+                self.observer.judge_retry(metric)
             if wait is None:
                 wait = backoff_delay(retries, base=self._retry_base, cap=self._retry_cap, rng=self._rng)
             log.info("judge call retried", metric=metric, error=error, retry=retries, wait_seconds=round(wait, 3))
@@ -529,6 +564,26 @@ class JudgeClient:
         usage.add(call)
         self._charge(metric, call, thread)
         return answer_of(completion)
+
+    async def _create(self, messages: list[Message], fmt: dict[str, Any], metric: str) -> Any:
+        """One chat completion within the call timeout; its outcome and duration go to the observer."""
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.settings.timeout_seconds):
+                completion = await self._client.chat.completions.create(
+                    model=self.model,
+                    messages=messages,
+                    response_format=fmt,
+                    temperature=self.settings.temperature,
+                    seed=self.settings.seed,
+                )
+        except Exception as exc:
+            if self.observer is not None:
+                self.observer.judge_call(metric, call_outcome(exc), time.perf_counter() - started)
+            raise
+        if self.observer is not None:
+            self.observer.judge_call(metric, "ok", time.perf_counter() - started)
+        return completion
 
     async def check(self) -> str:
         """One tiny real call: the endpoint answers, the model exists and the structured output mode works.

@@ -9,14 +9,22 @@ from typing import Any
 
 import structlog
 
-_SECRET_KEY = re.compile(r"(secret|token|password|api_?key|authorization)", re.I)
+# Keys that name a secret ("auth_token", "api_key", ...), not counts such as "judge_tokens".
+_SECRET_KEY = re.compile(r"secret|password|passwd|api_?key|authorization|credential|auth_?token|^token$", re.I)
+
+
+# Credentials inside URLs: scheme://user:password@host -> scheme://[redacted]@host
+_URL_CREDENTIALS = re.compile(r"([a-z][a-z0-9+.-]*://)[^/\s:@'\"]+:[^/\s@'\"]+@", re.I)
 
 
 def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Blank out values of keys that name a secret, wherever they are bound."""
-    for key in list(event):
+    """Blank out values of keys that name a secret, and credentials in URLs anywhere in the text
+    (messages, errors and formatted tracebacks, which carry no local variables)."""
+    for key, value in list(event.items()):
         if key != "event" and _SECRET_KEY.search(key):
             event[key] = "[redacted]"
+        elif isinstance(value, str) and "@" in value:
+            event[key] = _URL_CREDENTIALS.sub(r"\1[redacted]@", value)
     return event
 
 
@@ -31,8 +39,8 @@ def configure(level: str = "info", fmt: str = "console") -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,  # plain text, before redaction
             redact_secrets,
-            structlog.processors.format_exc_info if fmt == "json" else structlog.dev.set_exc_info,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),

@@ -19,11 +19,13 @@ from tracing_eval.model import MetricResult, Scope, Thread, result_id
 from tracing_eval.routing import route
 from tracing_eval.sinks import LOCAL, DeliveryStats, Sink, backoff_seconds, deliver_outbox
 from tracing_eval.sources import Source
-from tracing_eval.store.base import Claim, Mode, Outgoing, Readiness, ReviewRequest, Store
+from tracing_eval.store.base import Claim, IngestBatch, IngestStats, Mode, Outgoing, Readiness, ReviewRequest, Store
+from tracing_eval.telemetry import Telemetry
 
 log = structlog.get_logger(__name__)
 
 SETTLED = Readiness(turn_settle=0.0, thread_idle=0.0)
+PAYLOAD_KINDS = ("result", "review")
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Pipeline:
     sources: Sequence[Source] = ()
     sinks: Sequence[Sink] = ()
     judge: JudgeClient | None = None
+    telemetry: Telemetry | None = None
 
     @property
     def readiness(self) -> Readiness:
@@ -55,12 +58,16 @@ class Pipeline:
 
     async def tick(self, *, settle_all: bool = False) -> TickStats:
         """Run one full tick. With `settle_all`, every turn and thread counts as ready."""
+        started = time.perf_counter()
         stats = TickStats()
         for source in self.sources:
+            store = self.store if self.telemetry is None else CountingStore(self.store, self.telemetry, source.name)
             try:
-                stats.spans_pulled += await source.pull(self.store, time.time())
+                stats.spans_pulled += await source.pull(store, time.time())
             except Exception as exc:  # one broken source must not stop the others
                 stats.errors += 1
+                if self.telemetry is not None:
+                    self.telemetry.source_errors.labels(source.name).inc()
                 log.error("source pull failed", source=source.name, error=f"{type(exc).__name__}: {exc}")
         ready = SETTLED if settle_all else self.readiness
         while True:
@@ -71,6 +78,8 @@ class Pipeline:
             if not settle_all or not claims:
                 break
         stats.delivery = await self.deliver()
+        if self.telemetry is not None:
+            self.telemetry.tick_done(time.perf_counter() - started, time.time())
         return stats
 
     async def _evaluate_all(self, claims: list[Claim], stats: TickStats) -> None:
@@ -93,11 +102,40 @@ class Pipeline:
                     await result
 
     async def deliver(self) -> DeliveryStats:
-        return await deliver_outbox(self.store, list(self.sinks), time.time(), self.settings.sinks.max_attempts)
+        return await deliver_outbox(
+            self.store, list(self.sinks), time.time(), self.settings.sinks.max_attempts, telemetry=self.telemetry
+        )
+
+    async def observe_store(self) -> None:
+        """Refresh the telemetry gauges that are read rather than counted: the sinks' failing time and the
+        judge's concurrency cap, then outbox backlog and age and threads ready from the store. Raises
+        when the store cannot be read, after setting `tracing_eval_store_up` to 0."""
+        if self.telemetry is None:
+            return
+        now = time.time()
+        self.telemetry.sinks_state(now, self.outbox_sinks)
+        if self.judge is not None:
+            self.telemetry.judge_concurrency_limit.set(self.judge.limiter.limit)
+        try:
+            outbox = await self.store.outbox_stats(now)
+            ready = await self.store.threads_ready(now, self.readiness)
+        except Exception:
+            self.telemetry.store_up.set(0)
+            raise
+        self.telemetry.store_state(now, outbox, ready, self.outbox_sinks)
+
+    @property
+    def outbox_sinks(self) -> dict[str, list[str]]:
+        """The sinks delivered through the outbox, with the payload kinds each takes."""
+        return {
+            s.name: [k for k in PAYLOAD_KINDS if k in getattr(s, "kinds", PAYLOAD_KINDS)]
+            for s in self.sinks
+            if s.name != LOCAL
+        }
 
     def _sinks_for(self, kind: str) -> list[str]:
         """Outbox sinks that take `kind` payloads (a sink without `kinds` takes both)."""
-        return [s.name for s in self.sinks if s.name != LOCAL and kind in getattr(s, "kinds", ("result", "review"))]
+        return [s.name for s in self.sinks if s.name != LOCAL and kind in getattr(s, "kinds", PAYLOAD_KINDS)]
 
     def _review(self, thread: Thread, results: list[MetricResult]) -> ReviewRequest | None:
         decision = route(results, self.settings.review, review_sinks=self._sinks_for("review"))
@@ -132,9 +170,13 @@ class Pipeline:
                 claim, f"{type(exc).__name__}: {exc}", time.time(), backoff_seconds(claim.attempts), give_up
             )
             bound.exception("thread evaluation failed", attempts=claim.attempts, gave_up=give_up)
+            if self.telemetry is not None:
+                self.telemetry.evaluation_errors.labels(str(give_up).lower()).inc()
             return
         if not recorded:
             stats.lost_leases += 1
+            if self.telemetry is not None:
+                self.telemetry.lost_leases.inc()
             bound.warning("lease lost before results were recorded; another worker owns the thread")
             return
         stats.results += len(results)
@@ -143,6 +185,8 @@ class Pipeline:
             stats.routed_to_review += review is not None
         else:
             stats.turn_evaluations += 1
+        if self.telemetry is not None:
+            self.telemetry.evaluated(claim.mode.value, results)
         spent = judge.usage if judge else None
         bound.info(
             "evaluated",
@@ -178,3 +222,20 @@ def anchor(thread: Thread, turn_index: int | None) -> dict[str, Any]:
         "start_ns": start,
         "conversation_id": thread.conversation_id,
     }
+
+
+class CountingStore:
+    """The store as a pull source sees it: what the source ingests is also counted in the telemetry."""
+
+    def __init__(self, store: Store, telemetry: Telemetry, source: str) -> None:
+        self._store = store
+        self._telemetry = telemetry
+        self._source = source
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def ingest(self, batch: IngestBatch, now: float) -> IngestStats:
+        stats = await self._store.ingest(batch, now)
+        self._telemetry.received(self._source, stats.spans, stats.events, stats.threads_changed)
+        return stats

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from tracing_eval.store.base import Store
+
+if TYPE_CHECKING:
+    from tracing_eval.telemetry import Telemetry
 
 log = structlog.get_logger(__name__)
 
@@ -40,9 +43,16 @@ def backoff_seconds(attempts: int, cap: float = 300.0) -> float:
 
 
 async def deliver_outbox(
-    store: Store, sinks: list[Sink], now: float, max_attempts: int, limit: int = 500
+    store: Store,
+    sinks: list[Sink],
+    now: float,
+    max_attempts: int,
+    limit: int = 500,
+    *,
+    telemetry: Telemetry | None = None,
 ) -> DeliveryStats:
-    """Push due outbox rows to each sink; failures are retried on later ticks."""
+    """Push due outbox rows to each sink; failures are retried on later ticks. Every attempt is
+    counted in `telemetry` when given."""
     stats = DeliveryStats()
     for sink in sinks:
         for row in await store.pending_outbox(sink.name, now, limit):
@@ -64,7 +74,13 @@ async def deliver_outbox(
                 )
                 stats.failed += give_up
                 stats.retried += not give_up
+                if telemetry is not None:
+                    outcome = "failed" if give_up else "retried"
+                    refused = isinstance(exc, PermanentSinkError)
+                    telemetry.delivery(sink.name, row.kind, outcome, now, refused=refused)
             else:
                 await store.outbox_done(row.id, now)
                 stats.delivered += 1
+                if telemetry is not None:
+                    telemetry.delivery(sink.name, row.kind, "delivered", now)
     return stats

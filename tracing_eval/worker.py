@@ -10,29 +10,33 @@ import contextlib
 import os
 import signal
 import socket
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import structlog
 import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from connectors.otlp.file_source import OtlpFileSource
 from connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.config import ConfigError, Settings
-from tracing_eval.judge import JudgeCache, JudgeClient
+from tracing_eval.judge import JudgeCache, JudgeClient, JudgeObserver
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.pipeline import Pipeline, TickStats
 from tracing_eval.routing import unknown_destinations
 from tracing_eval.sinks import LOCAL, Sink
 from tracing_eval.sources import Source
 from tracing_eval.store.sql import SqlStore
+from tracing_eval.telemetry import Telemetry
 
 log = structlog.get_logger(__name__)
 
@@ -42,6 +46,9 @@ LANGFUSE = "langfuse"
 OTLP = "otlp"
 WEBHOOK = "webhook"
 KNOWN_SINKS = (LOCAL, LANGFUSE, OTLP, WEBHOOK)
+STALE_TICKS = 3  # /readyz: the scheduler must have finished a tick within this many intervals (+ slack)
+TICK_SLACK_SECONDS = 1.0
+STORE_TIMEOUT_SECONDS = 5.0  # /readyz and /metrics: how long the store may take to answer
 
 
 @dataclass(frozen=True)
@@ -121,9 +128,11 @@ def build_store(settings: Settings) -> SqlStore:
     return SqlStore(settings.store.url, sample_rate=settings.sampling.rate)
 
 
-def build_judge(settings: Settings, cache: JudgeCache | None = None) -> JudgeClient | None:
+def build_judge(
+    settings: Settings, cache: JudgeCache | None = None, observer: JudgeObserver | None = None
+) -> JudgeClient | None:
     """The judge client when a model and an API key are configured, else None (judge tier off)."""
-    return JudgeClient.from_settings(settings.judge, cache)
+    return JudgeClient.from_settings(settings.judge, cache, observer)
 
 
 def build_pipeline(
@@ -134,13 +143,15 @@ def build_pipeline(
     *,
     complete_files: bool,
     since: datetime | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Pipeline:
-    """Everything one worker needs, wired from settings; close it with `Pipeline.close()`."""
+    """Everything one worker needs, wired from settings; close it with `Pipeline.close()`.
+    With `telemetry`, the pipeline, its judge and its deliveries report to it."""
     metrics = build_metrics(settings)
     sources = build_sources(settings, plan, complete_files=complete_files, since=since)
     owner = f"{socket.gethostname()}:{os.getpid()}"
-    judge = build_judge(settings, cache=store if settings.judge.cache else None)
-    return Pipeline(
+    judge = build_judge(settings, cache=store if settings.judge.cache else None, observer=telemetry)
+    pipeline = Pipeline(
         store=store,
         settings=settings,
         metrics=metrics,
@@ -148,14 +159,30 @@ def build_pipeline(
         sources=sources,
         sinks=build_sinks(sinks, settings, store),
         judge=judge,
+        telemetry=telemetry,
     )
+    if telemetry is not None:
+        telemetry.prime(sinks=pipeline.outbox_sinks, sources=[s.name for s in sources])
+    return pipeline
 
 
-def http_app(receiver: OtlpReceiver | None) -> Starlette:
+def http_app(receiver: OtlpReceiver | None, worker: Worker | None = None) -> Starlette:
+    """`/healthz`; with a worker `/readyz` and `/metrics`; with a receiver `/v1/traces` and `/v1/logs`."""
+
     async def healthz(_: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
     routes = [Route("/healthz", healthz)]
+    if worker is not None:
+
+        async def readyz(_: Request) -> JSONResponse:
+            body = await worker.readiness()
+            return JSONResponse(body, status_code=200 if body["ready"] else 503)
+
+        async def metrics(_: Request) -> Response:
+            return Response(await worker.scrape(), media_type=CONTENT_TYPE_LATEST)
+
+        routes += [Route("/readyz", readyz), Route("/metrics", metrics)]
     if receiver is not None:
         routes += receiver.routes()
     return Starlette(routes=routes)
@@ -185,24 +212,95 @@ class _Server(uvicorn.Server):
 
 
 class Worker:
-    """The long-running sidecar: ticks on a schedule, serves HTTP, drains on SIGTERM."""
+    """The long-running sidecar: ticks on a schedule, serves HTTP, drains on SIGTERM.
+
+    Its `/metrics` serve the pipeline's telemetry (give the receiver the same one); a pipeline
+    built without telemetry gets a new one here."""
 
     def __init__(self, settings: Settings, pipeline: Pipeline, receiver: OtlpReceiver | None) -> None:
         self.settings = settings
         self.pipeline = pipeline
         self.receiver = receiver
+        if pipeline.telemetry is None:
+            pipeline.telemetry = Telemetry()
+        self.telemetry: Telemetry = pipeline.telemetry
         self._tick_lock = asyncio.Lock()
         self._stop = asyncio.Event()
+        self._scheduler: AsyncIOScheduler | None = None
+        self._started = time.monotonic()
+        self._tick_started: float | None = None
+        self._tick_finished: float | None = None
 
     async def tick(self) -> TickStats | None:
         async with self._tick_lock:
             if self._stop.is_set():
                 return None
+            self._tick_started = time.monotonic()
             try:
                 return await self.pipeline.tick()
             except Exception:
+                self.telemetry.tick_failures.inc()
                 log.exception("tick failed; the next tick retries")
                 return None
+            finally:
+                self._tick_finished = time.monotonic()
+
+    async def scrape(self) -> bytes:
+        """`/metrics`: refresh the gauges read from the store, then the Prometheus text."""
+        try:
+            await asyncio.wait_for(self.pipeline.observe_store(), STORE_TIMEOUT_SECONDS)
+        except Exception as exc:  # the rest of the series are still worth serving
+            self.telemetry.store_up.set(0)
+            log.warning("metrics: cannot read the store", error=f"{type(exc).__name__}: {exc}")
+        return self.telemetry.exposition()
+
+    async def readiness(self) -> dict[str, Any]:
+        """`/readyz`: the store answers, the scheduler runs and ticks, no sink fails for too long."""
+        checks = {
+            "store": await self._store_check(),
+            "scheduler": self._scheduler_check(),
+            "sinks": self._sinks_check(),
+        }
+        failed = [name for name, check in checks.items() if not check["ok"]]
+        return {"ready": not failed, "failed": failed, "checks": checks}
+
+    async def _store_check(self) -> dict[str, Any]:
+        try:
+            await asyncio.wait_for(self.pipeline.store.ping(), STORE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            return {"ok": False, "detail": f"the store did not answer within {STORE_TIMEOUT_SECONDS:g} s"}
+        except Exception as exc:
+            return {"ok": False, "detail": f"the store did not answer: {type(exc).__name__}: {exc}"}
+        return {"ok": True, "detail": "the store answers"}
+
+    def _scheduler_check(self) -> dict[str, Any]:
+        if self._scheduler is None or not self._scheduler.running or self._stop.is_set():
+            return {"ok": False, "detail": "the scheduler is not running"}
+        now, schedule = time.monotonic(), self.settings.schedule
+        started, finished = self._tick_started, self._tick_finished
+        if started is not None and (finished is None or started > finished):
+            running = now - started  # a long tick is fine until its leases run out
+            ok = running <= max(schedule.lease_seconds, STALE_TICKS * schedule.tick_seconds)
+            return {
+                "ok": ok,
+                "detail": f"a tick has been running for {running:.1f} s",
+                "lease_seconds": schedule.lease_seconds,
+            }
+        limit = STALE_TICKS * schedule.tick_seconds + TICK_SLACK_SECONDS
+        since = now - (finished if finished is not None else self._started)
+        what = "the last tick finished" if finished is not None else "started, no tick yet,"
+        return {"ok": since <= limit, "detail": f"{what} {since:.1f} s ago", "limit_seconds": limit}
+
+    def _sinks_check(self) -> dict[str, Any]:
+        threshold = self.settings.http.sink_failure_threshold_seconds
+        if threshold <= 0:
+            return {"ok": True, "detail": "sinks are not checked (sink_failure_threshold_seconds = 0)"}
+        failing = self.telemetry.failing_sinks(time.time(), threshold)
+        detail = (
+            "; ".join(f"{sink} has failed every delivery for {secs:.0f} s" for sink, secs in sorted(failing.items()))
+            or "no sink is failing"
+        )
+        return {"ok": not failing, "detail": detail, "failing_seconds": failing, "threshold_seconds": threshold}
 
     def stop(self) -> None:
         self._stop.set()
@@ -212,33 +310,33 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
-        scheduler = AsyncIOScheduler(event_loop=loop)
+        scheduler = self._scheduler = AsyncIOScheduler(event_loop=loop)
         tick = self.settings.schedule.tick_seconds
         scheduler.add_job(
             self.tick, "interval", seconds=tick, max_instances=1, coalesce=True, misfire_grace_time=max(1, int(tick))
         )
-        server = None
-        server_task = None
-        if self.receiver is not None:
-            sock = bind(self.settings.http.host, self.settings.http.port)
-            cfg = uvicorn.Config(http_app(self.receiver), log_level="warning", lifespan="off", access_log=False)
-            server = _Server(cfg)
-            server_task = asyncio.create_task(server.serve(sockets=[sock]))
+        sock = bind(self.settings.http.host, self.settings.http.port)  # health, readiness, metrics; OTLP too
+        cfg = uvicorn.Config(http_app(self.receiver, self), log_level="warning", lifespan="off", access_log=False)
+        server = _Server(cfg)
+        server_task = asyncio.create_task(server.serve(sockets=[sock]))
         scheduler.start()
-        log.info("tracing-eval running", http=self.settings.http.address if server else None, tick_seconds=tick)
+        log.info(
+            "tracing-eval running",
+            http=self.settings.http.address,
+            receiver=self.receiver is not None,
+            tick_seconds=tick,
+        )
         await self.tick()  # first tick right away
         stop_wait = asyncio.create_task(self._stop.wait())
-        waiters = {stop_wait} | ({server_task} if server_task else set())
-        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        if server_task in done and server_task is not None and server_task.exception():
+        done, _ = await asyncio.wait({stop_wait, server_task}, return_when=asyncio.FIRST_COMPLETED)
+        if server_task in done and server_task.exception():
             log.error("HTTP server stopped", error=str(server_task.exception()))
         self._stop.set()
         log.info("stopping: draining the current tick")
         scheduler.shutdown(wait=False)
-        if server is not None and server_task is not None:
-            server.should_exit = True
-            with contextlib.suppress(Exception):
-                await server_task
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await server_task
         async with self._tick_lock:  # wait for an in-flight tick to finish recording
             await self.pipeline.deliver()
         stop_wait.cancel()

@@ -83,6 +83,8 @@ def decompress_raw_deflate(body: bytes, limit: int) -> bytes:
     out = d.decompress(body, limit + 1)
     if len(out) > limit or d.unconsumed_tail:
         raise PayloadTooLarge(f"body decompresses to more than the limit of {limit} bytes")
+    if not d.eof:
+        raise OtlpDecodeError("deflate stream is truncated")
     return out
 
 

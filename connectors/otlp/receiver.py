@@ -34,23 +34,45 @@ from connectors.otlp.decode import (
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.ingest import make_batch
 from tracing_eval.store.base import Store
+from tracing_eval.telemetry import Telemetry
 
 log = structlog.get_logger(__name__)
 
 # google.rpc.Code values used in error bodies
 _INVALID_ARGUMENT, _UNAUTHENTICATED, _UNAVAILABLE, _RESOURCE_EXHAUSTED = 3, 16, 14, 8
+#: Why a request is refused (or, `partial`, answered with some spans rejected)
+REJECT_REASONS = (
+    "unsupported_media_type",
+    "unauthorized",
+    "too_large",
+    "bad_payload",
+    "store_busy",
+    "store_error",
+    "partial",
+)
+#: The `source` label of what the receiver stores, in the telemetry
+TELEMETRY_SOURCE = "otlp-http"
 
 
 @dataclass
 class ReceiverCounters:
-    """What the receiver saw; read by health and metrics endpoints."""
+    """What the receiver saw; also counted in the worker's telemetry (for `/metrics`) when given."""
 
     spans: int = 0
     events: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
+    telemetry: Telemetry | None = None
 
     def reject(self, reason: str) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        if self.telemetry is not None:
+            self.telemetry.rejected(reason)
+
+    def received(self, spans: int, events: int, threads: int) -> None:
+        self.spans += spans
+        self.events += events
+        if self.telemetry is not None:
+            self.telemetry.received(TELEMETRY_SOURCE, spans, events, threads)
 
 
 def _body(mt: str, message: object) -> bytes:
@@ -63,13 +85,21 @@ class OtlpReceiver:
     """Starlette routes for the receiver, bound to one store."""
 
     def __init__(
-        self, store: Store, settings: ReceiverSettings, *, source: str = "otlp", clock: Callable[[], float] = time.time
+        self,
+        store: Store,
+        settings: ReceiverSettings,
+        *,
+        source: str = "otlp",
+        clock: Callable[[], float] = time.time,
+        telemetry: Telemetry | None = None,
     ):
         self.store = store
         self.settings = settings
         self.source = source
         self.clock = clock
-        self.counters = ReceiverCounters()
+        self.counters = ReceiverCounters(telemetry=telemetry)
+        if telemetry is not None:
+            telemetry.prime(reject_reasons=REJECT_REASONS, sources=[TELEMETRY_SOURCE])
         self._writes = asyncio.Semaphore(settings.max_concurrent_writes)
 
     def routes(self) -> list[Route]:
@@ -138,13 +168,14 @@ class OtlpReceiver:
     async def _store(self, mt: str, signal: str, decoded: Decoded) -> Response:
         batch = make_batch(decoded.spans, [(e.trace_id, e.span_id, e.event) for e in decoded.logs], source=self.source)
         retry = {"Retry-After": str(self.settings.retry_after_seconds)}
+        threads = 0
         if batch.spans or batch.events:
             try:
                 await asyncio.wait_for(self._writes.acquire(), self.settings.write_timeout_seconds)
             except TimeoutError:
                 return self._error(mt, 503, _UNAVAILABLE, "the store is behind; retry later", "store_busy", retry)
             try:
-                await self.store.ingest(batch, self.clock())
+                stats = await self.store.ingest(batch, self.clock())
             except Exception as exc:  # the exporter keeps the data and retries
                 log.error("store write failed", error=f"{type(exc).__name__}: {exc}")
                 return self._error(
@@ -152,8 +183,8 @@ class OtlpReceiver:
                 )
             finally:
                 self._writes.release()
-        self.counters.spans += len(batch.spans)
-        self.counters.events += len(batch.events)
+            threads = stats.threads_changed
+        self.counters.received(len(batch.spans), len(batch.events), threads)
         if signal == "traces":
             resp: ExportTraceServiceResponse | ExportLogsServiceResponse = ExportTraceServiceResponse()
             if decoded.rejected:

@@ -211,10 +211,10 @@ def _dict_messages(data: dict[str, Any], *, role: Role, output: bool) -> list[Me
         system = [Message(role="system", content=instructions)] if isinstance(instructions, str) else []
         return system + _response_items(data["input"], output=False)
     if isinstance(data.get("kwargs"), dict) or isinstance(data.get("args"), list):  # decorated function call
-        args = data.get("args") or []
+        args = data["args"] if isinstance(data.get("args"), list) else []
         if args and isinstance(args[0], str):
             return _text_message(role, args[0])
-        data = data.get("kwargs") or {}
+        data = data["kwargs"] if isinstance(data.get("kwargs"), dict) else {}
     for key in _OUTPUT_KEYS if output else _INPUT_KEYS:
         if isinstance(data.get(key), (str, list, dict)) and data[key]:
             return payload_messages(data[key], output=output)

@@ -119,7 +119,7 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
         if not isinstance(key, str) or not key.startswith(prefix):
             continue
         index, _, rest = key[len(prefix) :].partition(".")
-        if rest and index.isascii() and index.isdigit():
+        if rest and index.isascii() and index.isdigit() and len(index) < 10:  # int() refuses 4300+ digits
             groups.setdefault(int(index), {})[rest] = value
     return [groups[i] for i in sorted(groups)]
 

@@ -1,4 +1,9 @@
-"""Tables of the state store (SQLAlchemy Core; the same schema on SQLite and PostgreSQL)."""
+"""Tables of the state store (SQLAlchemy Core; the same schema on SQLite and PostgreSQL).
+
+PostgreSQL enforces VARCHAR lengths and SQLite does not: columns that hold ids from outside (trace
+and span ids are free-form in Langfuse, conversation ids are the application's, and thread keys,
+targets and outbox refs embed them) have no length; bounded columns hold values this code makes.
+"""
 
 from __future__ import annotations
 
@@ -33,8 +38,8 @@ meta = Table(
 spans = Table(
     "spans",
     metadata,
-    Column("trace_id", String(32), primary_key=True),
-    Column("span_id", String(16), primary_key=True),
+    Column("trace_id", String, primary_key=True),
+    Column("span_id", String, primary_key=True),
     Column("data", LargeBinary, nullable=False),
     Column("received_at", Float, nullable=False),
 )
@@ -43,8 +48,8 @@ spans = Table(
 span_events = Table(
     "span_events",
     metadata,
-    Column("trace_id", String(32), primary_key=True),
-    Column("span_id", String(16), primary_key=True),
+    Column("trace_id", String, primary_key=True),
+    Column("span_id", String, primary_key=True),
     Column("digest", String(32), primary_key=True),
     Column("data", LargeBinary, nullable=False),
     Column("received_at", Float, nullable=False),
@@ -54,9 +59,9 @@ span_events = Table(
 traces = Table(
     "traces",
     metadata,
-    Column("trace_id", String(32), primary_key=True),
-    Column("thread_key", String(512), nullable=False, index=True),
-    Column("conversation_id", String(512)),
+    Column("trace_id", String, primary_key=True),
+    Column("thread_key", String, nullable=False, index=True),
+    Column("conversation_id", String),
     Column("start_ns", BigInteger, nullable=False, default=0),
     Column("last_received_at", Float, nullable=False),
 )
@@ -65,9 +70,9 @@ traces = Table(
 threads = Table(
     "threads",
     metadata,
-    Column("key", String(512), primary_key=True),
+    Column("key", String, primary_key=True),
     Column("source", String(64), nullable=False),
-    Column("conversation_id", String(512)),
+    Column("conversation_id", String),
     Column("version", Integer, nullable=False, default=1),
     Column("turns_evaluated_version", Integer, nullable=False, default=0),
     Column("evaluated_version", Integer, nullable=False, default=0),
@@ -75,7 +80,7 @@ threads = Table(
     Column("last_activity_at", Float, nullable=False),
     Column("sampled", Boolean, nullable=False, default=True),
     Column("status", String(16), nullable=False, default="active"),
-    Column("lease_owner", String(128)),
+    Column("lease_owner", String),
     Column("lease_until", Float),
     Column("attempts", Integer, nullable=False, default=0),
     Column("next_eligible_at", Float, nullable=False, default=0.0),
@@ -88,8 +93,8 @@ results = Table(
     "results",
     metadata,
     Column("id", String(36), primary_key=True),
-    Column("thread_key", String(512), nullable=False, index=True),
-    Column("target", String(64), nullable=False),
+    Column("thread_key", String, nullable=False, index=True),
+    Column("target", String, nullable=False),
     Column("metric", String(128), nullable=False),
     Column("thread_version", Integer, nullable=False),
     Column("digest", String(32), nullable=False),
@@ -104,7 +109,7 @@ outbox = Table(
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("sink", String(64), nullable=False),
     Column("kind", String(16), nullable=False),
-    Column("ref", String(64), nullable=False),
+    Column("ref", String, nullable=False),
     Column("digest", String(32), nullable=False),
     Column("payload", LargeBinary, nullable=False),
     Column("created_at", Float, nullable=False),
@@ -122,7 +127,7 @@ review_items = Table(
     "review_items",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("thread_key", String(512), nullable=False),
+    Column("thread_key", String, nullable=False),
     Column("thread_version", Integer, nullable=False),
     Column("status", String(16), nullable=False, default="open"),
     Column("reasons", LargeBinary, nullable=False),
@@ -136,7 +141,7 @@ review_items = Table(
 source_state = Table(
     "source_state",
     metadata,
-    Column("name", String(512), primary_key=True),
+    Column("name", String, primary_key=True),
     Column("value", Text, nullable=False),
 )
 

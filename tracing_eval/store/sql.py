@@ -1,7 +1,8 @@
-"""The state store on SQLAlchemy's async engine: SQLite by default.
+"""The state store on SQLAlchemy's async engine: SQLite by default, PostgreSQL for N replicas.
 
-Written against SQLAlchemy Core with the dialect's own `INSERT ... ON CONFLICT`, and claims use
-`FOR UPDATE SKIP LOCKED` where the database has it, so PostgreSQL needs no engine changes.
+Written against SQLAlchemy Core with the dialect's own `INSERT ... ON CONFLICT`. On PostgreSQL
+(`postgresql+asyncpg://...`) claims of threads and of outbox rows use `FOR UPDATE SKIP LOCKED` with
+a lease, and schema creation is serialised by an advisory lock, so replicas can start together.
 """
 
 from __future__ import annotations
@@ -36,6 +37,17 @@ from tracing_eval.store.base import (
 
 _CHUNK = 500  # keeps IN (...) lists under SQLite's variable limit
 
+#: PostgreSQL connections per replica: each store call holds one for a single short transaction
+#: (never across a judge call), so a small pool serves judge.max_concurrency evaluations; N replicas
+#: need N * (pool_size + max_overflow) below the server's max_connections (100 by default).
+_PG_POOL = {"pool_size": 5, "max_overflow": 5, "pool_timeout": 30, "pool_pre_ping": True, "pool_recycle": 1800}
+_PG_CONNECT_TIMEOUT = 10.0  # seconds; asyncpg waits 60 by default before an unreachable host is an error
+#: Key of the advisory lock that serialises schema creation and the version check across replicas.
+_SCHEMA_LOCK = int.from_bytes(b"tr-eval\x01", "big")
+#: How long outbox rows taken by one replica stay hidden from the others (PostgreSQL; a replica
+#: that dies mid-delivery leaves them to the others after this long).
+OUTBOX_LEASE_SECONDS = 300.0
+
 
 class StoreError(RuntimeError):
     """The store cannot be used as configured (wrong schema version, unreachable database)."""
@@ -48,6 +60,18 @@ def _digest(data: bytes) -> str:
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def _engine_options(url: str) -> dict[str, Any]:
+    """Pool and connect settings per database; SQLite keeps SQLAlchemy's defaults."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        return {}
+    connect: dict[str, Any] = {}
+    if parsed.get_driver_name() == "asyncpg":  # `?timeout=N` in the URL sets it (asyncpg wants a number)
+        connect["timeout"] = float(str(parsed.query.get("timeout", _PG_CONNECT_TIMEOUT)))
+        connect["server_settings"] = {"application_name": "tracing-eval"}
+    return {**_PG_POOL, "connect_args": connect}
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -64,7 +88,7 @@ class SqlStore:
     def __init__(self, url: str, *, sample_rate: float = 1.0, engine: AsyncEngine | None = None) -> None:
         self.url = url
         self.sample_rate = sample_rate
-        self.engine = engine or create_async_engine(url)
+        self.engine = engine or create_async_engine(url, **_engine_options(url))
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
@@ -76,6 +100,8 @@ class SqlStore:
         """Create the schema if missing and check its version."""
         try:
             async with self.engine.begin() as conn:
+                if self.dialect == "postgresql":  # replicas starting together: one creates, the others wait
+                    await conn.execute(select(func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
                 await conn.run_sync(t.metadata.create_all)
                 row = (await conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version"))).first()
                 if row is None:
@@ -86,10 +112,13 @@ class SqlStore:
                         f"this tracing-eval expects {t.SCHEMA_VERSION}. Point store.url at a new database or upgrade."
                     )
         except StoreError:
+            await self.engine.dispose()  # no pooled connection outlives a failed open
             raise
         except Exception as exc:  # driver errors differ per database; say what and where
+            await self.engine.dispose()
             raise StoreError(
-                f"cannot open the store at {make_url(self.url).render_as_string(hide_password=True)}: {exc}"
+                f"cannot open the store at {make_url(self.url).render_as_string(hide_password=True)}: "
+                f"{exc or type(exc).__name__}"  # a connect timeout has no message of its own
             ) from exc
 
     async def close(self) -> None:
@@ -102,9 +131,9 @@ class SqlStore:
         stats = IngestStats()
         async with self.engine.begin() as conn:
             if batch.spans:
-                rows = [
+                rows = [  # in key order: concurrent ingests on PostgreSQL lock rows in one order, no deadlock
                     {"trace_id": s.trace_id, "span_id": s.span_id, "data": pydantic_core.to_json(s), "received_at": now}
-                    for s in batch.spans
+                    for s in sorted(batch.spans, key=lambda s: (s.trace_id, s.span_id))
                 ]
                 ins = self._insert(t.spans)
                 await conn.execute(
@@ -128,6 +157,7 @@ class SqlStore:
                             "received_at": now,
                         }
                     )
+                rows.sort(key=lambda r: (r["trace_id"], r["span_id"], r["digest"]))
                 await conn.execute(self._insert(t.span_events).on_conflict_do_nothing(), rows)
                 stats.events = len(rows)
             stats.threads_changed = await self._touch_threads(conn, batch, now)
@@ -174,6 +204,7 @@ class SqlStore:
                 touched.setdefault(existing[tid].thread_key, existing[tid].conversation_id)
                 trace_rows.append({**existing[tid]._asdict(), "last_received_at": now})
         if trace_rows:
+            trace_rows.sort(key=lambda r: r["trace_id"])  # one lock order across concurrent ingests
             ins = self._insert(t.traces)
             await conn.execute(
                 ins.on_conflict_do_update(
@@ -461,6 +492,9 @@ class SqlStore:
     # -- outbox ----------------------------------------------------------------------------
 
     async def pending_outbox(self, sink: str, now: float, limit: int) -> list[OutboxRow]:
+        """Rows due for `sink`. On PostgreSQL they are also leased (`next_attempt_at` moves
+        OUTBOX_LEASE_SECONDS ahead) so that N replicas delivering at once each send different rows;
+        `outbox_done`/`outbox_retry` settle them, a replica that dies leaves them to the others."""
         ob = t.outbox.c
         q = (
             select(t.outbox)
@@ -468,8 +502,19 @@ class SqlStore:
             .order_by(ob.id)
             .limit(limit)
         )
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(q)).all()
+        if self.dialect == "postgresql":
+            due = q.with_only_columns(ob.id).with_for_update(skip_locked=True)
+            take = (
+                update(t.outbox)
+                .where(ob.id.in_(due.scalar_subquery()))
+                .values(next_attempt_at=now + OUTBOX_LEASE_SECONDS)
+                .returning(*t.outbox.c)
+            )
+            async with self.engine.begin() as conn:
+                rows = sorted((await conn.execute(take)).all(), key=lambda r: r.id)
+        else:
+            async with self.engine.connect() as conn:
+                rows = (await conn.execute(q)).all()
         return [OutboxRow(r.id, r.sink, r.kind, r.ref, orjson.loads(r.payload), r.attempts) for r in rows]
 
     async def outbox_done(self, row_id: int, now: float) -> None:
@@ -554,3 +599,43 @@ class SqlStore:
                     set_={"value": ins.excluded.value, "created_at": ins.excluded.created_at},
                 )
             )
+
+    # -- operations (readiness and Prometheus gauges) ----------------------------------------
+
+    async def ping(self) -> None:
+        """Read the schema version: raises unless the store answers and holds this tracing-eval's schema."""
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version"))).first()
+        if row is None:
+            raise StoreError("the store has no schema version (was the database replaced?)")
+
+    async def outbox_stats(self, now: float) -> dict[str, tuple[int, float]]:
+        """Per sink: rows waiting for delivery (not delivered, not parked) and the age in seconds of
+        the oldest of them. Sinks with nothing waiting are absent."""
+        ob = t.outbox.c
+        q = (
+            select(ob.sink, func.count(), func.min(ob.created_at))
+            .where(ob.delivered_at.is_(None), ob.failed.is_(False))
+            .group_by(ob.sink)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return {sink: (int(n), max(0.0, now - float(oldest))) for sink, n, oldest in rows}
+
+    async def threads_ready(self, now: float, ready: Readiness) -> dict[str, int]:
+        """How many threads `claim` would take now, by the mode it would claim them in
+        (`thread` when idle, else `turns`); leased threads are not counted."""
+        th = t.threads.c
+        thread_due = and_(th.evaluated_version < th.version, th.last_activity_at <= now - ready.thread_idle)
+        turns_due = and_(th.turns_evaluated_version < th.version, th.last_activity_at <= now - ready.turn_settle)
+        q = select(func.count().filter(thread_due), func.count().filter(and_(turns_due, ~thread_due))).where(
+            th.status == "active",
+            th.sampled.is_(True),
+            th.last_activity_at <= now - min(ready.thread_idle, ready.turn_settle),  # the ready index's range
+            or_(th.lease_until.is_(None), th.lease_until < now),
+            th.next_eligible_at <= now,
+            or_(thread_due, turns_due),
+        )
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(q)).one()
+        return {Mode.THREAD.value: int(row[0] or 0), Mode.TURNS.value: int(row[1] or 0)}
