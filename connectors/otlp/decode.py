@@ -61,13 +61,18 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     if encoding not in ("gzip", "deflate"):
         raise OtlpDecodeError(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or none")
     wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
-    d = zlib.decompressobj(wbits)
+    out, rest = b"", body
     try:
-        out = d.decompress(body, limit + 1)
-        if len(out) > limit or d.unconsumed_tail:
-            raise PayloadTooLarge(f"body decompresses to more than the limit of {limit} bytes")
-        if not d.eof:
-            raise OtlpDecodeError(f"{encoding} stream is truncated")
+        while True:  # a gzip body may hold several members (RFC 1952); each one is part of the body
+            d = zlib.decompressobj(wbits)
+            out += d.decompress(rest, limit + 1 - len(out))
+            if len(out) > limit or d.unconsumed_tail:
+                raise PayloadTooLarge(f"body decompresses to more than the limit of {limit} bytes")
+            if not d.eof:
+                raise OtlpDecodeError(f"{encoding} stream is truncated")
+            rest = d.unused_data
+            if not rest or encoding != "gzip":
+                break
     except zlib.error as exc:
         if encoding == "deflate":  # some clients send raw deflate without the zlib header
             try:
@@ -129,20 +134,55 @@ def _hex_id(raw: bytes, size: int, what: str) -> str:
     return raw.hex()
 
 
-def _json_ids_to_base64(node: Any) -> None:
-    """OTLP/JSON carries ids as hex; protobuf's JSON mapping wants base64. Rewrite in place."""
-    if isinstance(node, dict):
-        for key, val in node.items():
-            if key in _ID_KEYS and isinstance(val, str):
-                try:
-                    node[key] = base64.b64encode(bytes.fromhex(val)).decode() if val else ""
-                except ValueError:
-                    raise OtlpDecodeError(f"{key} {val[:40]!r} is not a hex string") from None
-            else:
-                _json_ids_to_base64(val)
-    elif isinstance(node, list):
-        for item in node:
-            _json_ids_to_base64(item)
+_MAX_JSON_DEPTH = 512  # far deeper than any real request (AnyValue nesting stops at 100 levels anyway)
+#: Where OTLP/JSON has ids: spans (and their links) and log records, under either spelling of each key.
+_PATHS = (
+    (("resourceSpans", "resource_spans"), ("scopeSpans", "scope_spans"), ("spans",)),
+    (("resourceLogs", "resource_logs"), ("scopeLogs", "scope_logs"), ("logRecords", "log_records")),
+)
+
+
+def _too_deep(node: Any, limit: int = _MAX_JSON_DEPTH) -> bool:
+    """True when JSON `node` nests more than `limit` levels (iterative: no recursion on hostile input)."""
+    stack = [(node, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def _hex_ids_to_base64(node: Any) -> None:
+    if not isinstance(node, dict):
+        return
+    for key in _ID_KEYS:
+        val = node.get(key)
+        if isinstance(val, str):
+            try:
+                node[key] = base64.b64encode(bytes.fromhex(val)).decode() if val else ""
+            except ValueError:
+                raise OtlpDecodeError(f"{key} {val[:40]!r} is not a hex string") from None
+
+
+def _json_ids_to_base64(obj: Any) -> None:
+    """OTLP/JSON carries ids as hex; protobuf's JSON mapping wants base64. Rewrite them in place where
+    OTLP has them (spans, their links, log records); unknown fields are left alone."""
+    if _too_deep(obj):
+        raise OtlpDecodeError(f"OTLP/JSON body is nested too deeply (more than {_MAX_JSON_DEPTH} levels)")
+    for path in _PATHS:
+        nodes = [obj]
+        for keys in path:
+            found = (next((n[k] for k in keys if k in n), None) for n in nodes if isinstance(n, dict))
+            nodes = [x for items in found if isinstance(items, list) for x in items]
+        for node in nodes:
+            _hex_ids_to_base64(node)
+            links = node.get("links") if isinstance(node, dict) else None
+            for link in links if isinstance(links, list) else []:
+                _hex_ids_to_base64(link)
 
 
 def parse(body: bytes, mt: str, message: Any) -> Any:
