@@ -145,3 +145,10 @@ def test_error_messages_keep_their_bracketed_toml_sections(settings: Any, tmp_pa
     cfg.write_text("[schedule]\ntick_secnds = 1\n")
     res = invoke("results", "--config", str(cfg))
     assert res.exit_code == 2 and "TOML key [schedule] tick_secnds" in res.stderr
+
+
+def test_doctor_reports_a_sink_that_cannot_work(settings: Any) -> None:
+    res = invoke("doctor", "--sink", "webhook")
+    assert res.exit_code == 1
+    assert "FAIL sinks: sink webhook: set [sinks.webhook] urls" in res.stdout
+    assert invoke("doctor").exit_code == 0

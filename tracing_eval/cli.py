@@ -341,8 +341,9 @@ async def _eval_threads(settings: Settings, metrics: Any, threads: list[Any]) ->
 @click.option(
     "--source", "sources", multiple=True, metavar="SPEC", help="Sources to check (default: the configured ones)."
 )
-def doctor(config_path: Path | None, sources: tuple[str, ...]) -> None:
-    """Check the configuration, the store, the sources and the judge; exit 1 if anything is wrong."""
+@click.option("--sink", "sinks", multiple=True, metavar="NAME", help="Sinks to check (default: the configured ones).")
+def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str, ...]) -> None:
+    """Check the configuration, the store, the sources, the sinks and the judge; exit 1 if anything is wrong."""
     from tracing_eval import worker
 
     problems = 0
@@ -379,6 +380,21 @@ def doctor(config_path: Path | None, sources: tuple[str, ...]) -> None:
         finally:
             await client.aclose()
 
+    async def check_sinks(plan: Any, store: SqlStore) -> None:
+        try:
+            names = worker.sink_names(sinks, settings, plan)
+            built = worker.build_sinks(names, settings, store)
+        except ConfigError as exc:
+            report(False, "sinks", str(exc))
+            return
+        report(True, "sinks", ", ".join(names) + " configured (delivery is retried through the outbox)")
+        for sink in built:
+            closer = getattr(sink, "aclose", None) or getattr(sink, "close", None)
+            if closer is not None:
+                result = closer()
+                if hasattr(result, "__await__"):
+                    await result
+
     async def checks() -> None:
         store = worker.build_store(settings)
         try:
@@ -397,6 +413,8 @@ def doctor(config_path: Path | None, sources: tuple[str, ...]) -> None:
                 report(True, "source otlp-http", f"receiver will listen on {settings.http.address}")
         except ConfigError as exc:
             report(False, "sources", str(exc))
+        else:
+            await check_sinks(plan, store)
         try:
             build_metrics(settings)
         except ConfigError as exc:
