@@ -139,6 +139,20 @@ def skipped(spec: MetricSpec, reason: str, *, turn_index: int | None = None) -> 
     )
 
 
+def verdict_schema(scale: Mapping[str, float], details: str) -> dict[str, Any]:
+    """`{verdict: a label of the scale, <details>: [strings], reason}`, strict-mode friendly."""
+    return {
+        "type": "object",
+        "properties": {
+            "verdict": {"type": "string", "enum": list(scale)},
+            details: {"type": "array", "items": {"type": "string"}},
+            "reason": {"type": "string"},
+        },
+        "required": ["verdict", details, "reason"],
+        "additionalProperties": False,
+    }
+
+
 def text_of(data: Any, key: str) -> str:
     """A string field of the answer (stripped); anything else is a malformed answer."""
     value = data.get(key) if isinstance(data, dict) else None

@@ -19,6 +19,7 @@ from tracing_eval.metrics.judged.base import (
     label_of,
     strings_of,
     text_of,
+    verdict_schema,
     with_usage,
 )
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
@@ -26,16 +27,7 @@ from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, scor
 NAME = "conversational_flow"
 VERSION = "1"
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "verdict": {"type": "string", "enum": list(V5_PLUS)},
-        "key_issues": {"type": "array", "items": {"type": "string"}},
-        "reason": {"type": "string"},
-    },
-    "required": ["verdict", "key_issues", "reason"],
-    "additionalProperties": False,
-}
+SCHEMA = verdict_schema(V5_PLUS, "key_issues")
 
 INSTRUCTIONS = """\
 TASK: rate the flow of the conversation: does the assistant pick up the user's signals turn after \

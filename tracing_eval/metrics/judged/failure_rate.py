@@ -19,6 +19,7 @@ from tracing_eval.metrics.judged.base import (
     label_of,
     strings_of,
     text_of,
+    verdict_schema,
     with_usage,
 )
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
@@ -26,16 +27,7 @@ from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, scor
 NAME = "failure_rate"
 VERSION = "1"
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "verdict": {"type": "string", "enum": list(FR6)},
-        "evidence": {"type": "array", "items": {"type": "string"}},
-        "reason": {"type": "string"},
-    },
-    "required": ["verdict", "evidence", "reason"],
-    "additionalProperties": False,
-}
+SCHEMA = verdict_schema(FR6, "evidence")
 
 INSTRUCTIONS = """\
 TASK: classify how the assistant behaves when it does not know something or cannot do it: \

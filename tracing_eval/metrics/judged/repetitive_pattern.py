@@ -24,6 +24,7 @@ from tracing_eval.metrics.judged.base import (
     skipped,
     strings_of,
     text_of,
+    verdict_schema,
     with_usage,
 )
 from tracing_eval.model import MetricResult, Scope, Status, Thread, not_applicable, score_result
@@ -33,16 +34,7 @@ VERSION = "1"
 GATE_MAX_SIMILARITY = 0.35
 MAX_HINT_SEGMENTS = 5
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "verdict": {"type": "string", "enum": list(V5_MINUS)},
-        "repeated_segments": {"type": "array", "items": {"type": "string"}},
-        "reason": {"type": "string"},
-    },
-    "required": ["verdict", "repeated_segments", "reason"],
-    "additionalProperties": False,
-}
+SCHEMA = verdict_schema(V5_MINUS, "repeated_segments")
 
 RUBRIC = """\
 TASK: decide whether the assistant repeats itself without moving the conversation forward \
