@@ -152,3 +152,11 @@ def test_doctor_reports_a_sink_that_cannot_work(settings: Any) -> None:
     assert res.exit_code == 1
     assert "FAIL sinks: sink webhook: set [sinks.webhook] urls" in res.stdout
     assert invoke("doctor").exit_code == 0
+
+
+def test_a_malformed_store_url_is_one_clear_line_without_the_password(settings: Any, monkeypatch: Any) -> None:
+    monkeypatch.setenv("TRACING_EVAL_STORE__URL", "postgresql+asyncpg://u:hunter2@host:notaport/db")
+    res = invoke("results")
+    assert res.exit_code == 2 and "store.url is not usable" in res.stderr and "hunter2" not in res.output
+    doctor = invoke("doctor")
+    assert doctor.exit_code == 1 and "FAIL store" in doctor.stdout and "hunter2" not in doctor.output

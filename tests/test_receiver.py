@@ -176,3 +176,12 @@ async def test_store_that_cannot_keep_up_gets_503_instead_of_queueing(spans: Any
         )
     assert sorted([first.status_code, second.status_code]) == [503, 503]
     assert rx.counters.rejected == {"store_busy": 1, "store_error": 1}
+
+
+async def test_bearer_scheme_is_case_insensitive(store: SqlStore, spans: Any) -> None:
+    rx = OtlpReceiver(store, ReceiverSettings(auth_token=SecretStr("s3cret")))
+    body = trace_request(spans).SerializeToString()
+    async with client(rx) as c:
+        lower = await c.post("/v1/traces", content=body, headers={**PB, "authorization": "bearer s3cret"})
+        basic = await c.post("/v1/traces", content=body, headers={**PB, "authorization": "Basic s3cret"})
+    assert (lower.status_code, basic.status_code) == (200, 401)

@@ -396,7 +396,11 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
                     await result
 
     async def checks() -> None:
-        store = worker.build_store(settings)
+        try:
+            store = worker.build_store(settings)
+        except StoreError as exc:
+            report(False, "store", str(exc))
+            return
         try:
             await store.open()
             report(True, "store", store.engine.url.render_as_string(hide_password=True))

@@ -129,8 +129,9 @@ class OtlpReceiver:
             self.counters.reject("unsupported_media_type")
             return Response(str(exc), status_code=415, media_type="text/plain")
         if self.settings.auth_token is not None:
-            expected = f"Bearer {self.settings.auth_token.get_secret_value()}"
-            if not hmac.compare_digest(request.headers.get("authorization", "").encode(), expected.encode()):
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            expected = self.settings.auth_token.get_secret_value().encode()
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
                 return self._error(
                     mt,
                     401,

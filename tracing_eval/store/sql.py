@@ -82,13 +82,26 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _safe_error(url: str, exc: Exception) -> str:
+    """The error text, with any password in the URL hidden."""
+    text = f"{type(exc).__name__}: {exc}"
+    try:
+        password = make_url(url).password
+    except Exception:
+        password = None
+    return text.replace(str(password), "***") if password else text
+
+
 class SqlStore:
     """`Store` over one SQLAlchemy async engine."""
 
     def __init__(self, url: str, *, sample_rate: float = 1.0, engine: AsyncEngine | None = None) -> None:
         self.url = url
         self.sample_rate = sample_rate
-        self.engine = engine or create_async_engine(url, **_engine_options(url))
+        try:
+            self.engine = engine or create_async_engine(url, **_engine_options(url))
+        except Exception as exc:  # a malformed URL or a missing driver: say which, without the password
+            raise StoreError(f"store.url is not usable: {_safe_error(url, exc)}") from None
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
