@@ -47,9 +47,8 @@ order of precedence:
 4. the defaults below.
 
 Unknown keys in the file, and unknown keys inside a known section in the environment, stop the
-command with the key and the variable that set it. A variable whose section does not exist (for
-example `{ENV_PREFIX}JUDGE_MODEL`, one underscore) is not an error: it is silently ignored, so
-check the double underscore. Lists and tables set from the environment are JSON, e.g.
+command with the key and the variable that set it, and so does a variable whose section does not
+exist (for example `{ENV_PREFIX}JUDGE_MODEL`, one underscore). Lists and tables set from the environment are JSON, e.g.
 `{ENV_PREFIX}SINKS{NESTED}ENABLED='["local", "otlp"]'`; one entry of a table can also be set on its
 own, e.g. `{ENV_PREFIX}METRICS{NESTED}THRESHOLDS{NESTED}REPETITION=0.5` (the entry's name is read in
 lower case). Keep secrets (API keys,
