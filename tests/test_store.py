@@ -261,3 +261,19 @@ async def test_free_form_ids_of_any_length_fit_every_column(store: SqlStore) -> 
     rows = await store.pending_outbox("hook", T0 + 402, 10)
     assert sorted(r.kind for r in rows) == ["result", "review"]
     assert [[x.span_id for x in trace] for trace in await store.load_traces(c.thread_key)] == [["t-" + tid]]
+
+
+async def test_outbox_errors_are_stored_without_url_credentials(store: SqlStore) -> None:
+    class Leaky:
+        name = "hook"
+
+        async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+            raise ConnectionError("POST https://bob:hunter2@hooks.example/x refused")
+
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    await store.record(c, [Outgoing("r1", "thread", result())], None, ["hook"], T0 + 401)
+    await deliver_outbox(store, [Leaky()], T0 + 402, max_attempts=5)
+    async with store.engine.connect() as conn:
+        [error] = (await conn.execute(schema.outbox.select().with_only_columns(schema.outbox.c.last_error))).scalars()
+    assert "hunter2" not in error and "https://[redacted]@hooks.example" in error

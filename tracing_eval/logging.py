@@ -17,14 +17,19 @@ _SECRET_KEY = re.compile(r"secret|password|passwd|api_?key|authorization|credent
 _URL_CREDENTIALS = re.compile(r"([a-z][a-z0-9+.-]*://)[^/\s:@'\"]+:[^/\s@'\"]+@", re.I)
 
 
+def redact_url_credentials(text: str) -> str:
+    """`scheme://user:password@host` -> `scheme://[redacted]@host` (for text that is stored or logged)."""
+    return _URL_CREDENTIALS.sub(r"\1[redacted]@", text) if "@" in text else text
+
+
 def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
     """Blank out values of keys that name a secret, and credentials in URLs anywhere in the text
     (messages, errors and formatted tracebacks, which carry no local variables)."""
     for key, value in list(event.items()):
         if key != "event" and _SECRET_KEY.search(key):
             event[key] = "[redacted]"
-        elif isinstance(value, str) and "@" in value:
-            event[key] = _URL_CREDENTIALS.sub(r"\1[redacted]@", value)
+        elif isinstance(value, str):
+            event[key] = redact_url_credentials(value)
     return event
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from tracing_eval.logging import redact_url_credentials
 from tracing_eval.store.base import Store
 
 if TYPE_CHECKING:
@@ -60,9 +61,8 @@ async def deliver_outbox(
                 await sink.deliver(row.kind, row.payload)
             except Exception as exc:
                 give_up = isinstance(exc, PermanentSinkError) or row.attempts + 1 >= max_attempts
-                await store.outbox_retry(
-                    row.id, f"{type(exc).__name__}: {exc}", now + backoff_seconds(row.attempts), give_up
-                )
+                error = redact_url_credentials(f"{type(exc).__name__}: {exc}")  # stored in the outbox row
+                await store.outbox_retry(row.id, error, now + backoff_seconds(row.attempts), give_up)
                 log.warning(
                     "sink delivery failed",
                     sink=sink.name,
@@ -70,7 +70,7 @@ async def deliver_outbox(
                     kind=row.kind,
                     attempts=row.attempts + 1,
                     gave_up=give_up,
-                    error=str(exc),
+                    error=error,
                 )
                 stats.failed += give_up
                 stats.retried += not give_up
