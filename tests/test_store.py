@@ -277,3 +277,13 @@ async def test_outbox_errors_are_stored_without_url_credentials(store: SqlStore)
     async with store.engine.connect() as conn:
         [error] = (await conn.execute(schema.outbox.select().with_only_columns(schema.outbox.c.last_error))).scalars()
     assert "hunter2" not in error and "https://[redacted]@hooks.example" in error
+
+
+async def test_a_draining_worker_gives_back_its_leases(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c1"), T0)
+    await store.ingest(batch(span("b", "2"), conv="c2"), T0)
+    claims = await store.claim("w1", T0 + 400, READY, 10, 300)
+    assert len(claims) == 2
+    assert await store.release_owned("w1") == 2
+    assert len(await store.claim("w2", T0 + 401, READY, 10, 300)) == 2  # no wait for lease expiry
+    assert not await store.record(claims[0], [], None, [], T0 + 402)  # the drained worker cannot record

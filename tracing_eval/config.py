@@ -70,6 +70,11 @@ class ScheduleSettings(_Section):
     lease_seconds: float = Field(300.0, gt=0, description="How long a claimed thread stays leased to one worker.")
     batch_size: int = Field(50, gt=0, description="Threads claimed per tick.")
     max_attempts: int = Field(5, gt=0, description="Evaluation attempts per thread version before it is marked failed.")
+    drain_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="On SIGTERM: time to finish the current tick and flush the outbox before leases are given back.",
+    )
 
 
 DETERMINISTIC_PACK = [

@@ -337,7 +337,28 @@ class Worker:
         server.should_exit = True
         with contextlib.suppress(Exception):
             await server_task
-        async with self._tick_lock:  # wait for an in-flight tick to finish recording
-            await self.pipeline.deliver()
+        await self.drain()
         stop_wait.cancel()
         log.info("stopped")
+
+    async def drain(self) -> None:
+        """Finish the in-flight tick and flush the outbox within `drain_seconds`, then give back every
+        lease this worker still holds, so other replicas take those threads over at once."""
+
+        async def finish() -> None:
+            async with self._tick_lock:  # wait for an in-flight tick to finish recording
+                await self.pipeline.deliver()
+
+        try:
+            await asyncio.wait_for(finish(), self.settings.schedule.drain_seconds)
+        except TimeoutError:
+            log.warning("drain deadline passed; the outbox keeps what was not delivered")
+        except Exception as exc:  # e.g. the store is gone: nothing acknowledged is lost, it stays queued
+            log.error("final delivery failed; the outbox keeps it for the next start", error=str(exc))
+        try:
+            released = await self.pipeline.store.release_owned(self.pipeline.owner)
+        except Exception as exc:
+            log.error("could not give back leases; they expire after lease_seconds", error=str(exc))
+        else:
+            if released:
+                log.info("gave back leases", threads=released)

@@ -652,3 +652,12 @@ class SqlStore:
         async with self.engine.connect() as conn:
             row = (await conn.execute(q)).one()
         return {Mode.THREAD.value: int(row[0] or 0), Mode.TURNS.value: int(row[1] or 0)}
+
+    async def release_owned(self, owner: str) -> int:
+        """Give back every lease `owner` holds (a draining worker); returns how many."""
+        th = t.threads.c
+        async with self.engine.begin() as conn:
+            res = await conn.execute(
+                update(t.threads).where(th.lease_owner == owner).values(lease_owner=None, lease_until=None)
+            )
+        return int(res.rowcount or 0)
