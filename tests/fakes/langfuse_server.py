@@ -101,7 +101,6 @@ import json
 import math
 import random
 import re
-import socket
 import threading
 import time
 import uuid
@@ -112,11 +111,12 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from tests.fakes.loopback import LoopbackServer
 
 from .langfuse_data import (
     V2_FIELD_GROUPS,
@@ -332,8 +332,7 @@ class FakeLangfuseServer:
         self._fail_retry_after = 1.0
         self._fail_path: str | None = None
         self._routes = self._build_routes()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._http: LoopbackServer | None = None
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
         self.app = Starlette(routes=[Route("/{path:path}", self._dispatch, methods=methods)])
 
@@ -349,28 +348,14 @@ class FakeLangfuseServer:
 
     def start(self) -> FakeLangfuseServer:
         """Bind an ephemeral port (unless one was given) and serve until `stop()`."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # lets asyncio set TCP_NODELAY
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="fake-langfuse", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("fake Langfuse server did not start")
-            time.sleep(0.01)
+        self._http = LoopbackServer(self.app, self.host, self.port, name="fake-langfuse").start()
+        self.port = self._http.port
         return self
 
     def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        if self._http is not None:
+            self._http.stop()
+        self._http = None
 
     def __enter__(self) -> FakeLangfuseServer:
         return self.start()

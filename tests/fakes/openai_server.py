@@ -23,7 +23,6 @@ import inspect
 import json
 import random
 import re
-import socket
 import threading
 import time
 from collections import deque
@@ -32,11 +31,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.loopback import LoopbackServer
 
 Json = dict[str, Any]
 Handler = Callable[[Json], "Reply | Awaitable[Reply]"]
@@ -371,8 +371,7 @@ class FakeOpenAIServer:
         self._prefixes: set[str] = set()
         self._exchanges: list[Exchange] = []
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._http: LoopbackServer | None = None
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
@@ -478,28 +477,14 @@ class FakeOpenAIServer:
 
     def start(self) -> FakeOpenAIServer:
         """Bind an ephemeral port (unless one was given) and serve until `stop()`."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # lets asyncio set TCP_NODELAY
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="fake-openai", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("fake OpenAI server did not start")
-            time.sleep(0.01)
+        self._http = LoopbackServer(self.app, self.host, self.port, name="fake-openai").start()
+        self.port = self._http.port
         return self
 
     def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        if self._http is not None:
+            self._http.stop()
+        self._http = None
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
