@@ -28,8 +28,6 @@ from connectors.langfuse.configs import ScoreConfigs
 
 log = structlog.get_logger(__name__)
 
-SESSION_PREFIX = "langfuse:"
-TRACE_PREFIX = "langfuse:trace:"
 MAX_CONTENT = 5000  # Langfuse's comment limit
 MAX_REASON = 400
 _MARKER = re.compile(r"tracing-eval review · thread (.+?) · version (\d+)")
@@ -37,9 +35,20 @@ _MARKER = re.compile(r"tracing-eval review · thread (.+?) · version (\d+)")
 
 def review_object(thread_key: str) -> tuple[str, str]:
     """(objectType, objectId) of a thread: its session, or its one trace."""
-    if thread_key.startswith(TRACE_PREFIX):
-        return "TRACE", thread_key[len(TRACE_PREFIX) :]
-    return "SESSION", thread_key[len(SESSION_PREFIX) :]
+    session_id, trace_id = split_key(thread_key)
+    return ("SESSION", session_id) if session_id is not None else ("TRACE", str(trace_id))
+
+
+def split_key(thread_key: str) -> tuple[str | None, str | None]:
+    """(session id, trace id) of a thread key, `<source>:<conversation id>` or `<source>:trace:<trace id>`.
+
+    Threads pulled from Langfuse are its sessions; threads received over OTLP are the same sessions
+    when the app also exports to Langfuse, which takes `gen_ai.conversation.id` as the session id
+    (after `langfuse.session.id` and `session.id`, which the conventions read first too)."""
+    _, _, rest = thread_key.partition(":")
+    if rest.startswith("trace:"):
+        return None, rest.removeprefix("trace:")
+    return rest, None
 
 
 def marker(thread_key: str, version: int, item_id: str) -> str:

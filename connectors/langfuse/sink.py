@@ -6,6 +6,10 @@ scores that trace). Only results with status `ok` are written: `skipped`, `not_a
 `error` results carry no score, and writing one would look like a real 0 or 1 in Langfuse
 dashboards (they stay visible in the local store and `tracing-eval results`).
 
+Threads received over OTLP are written the same way: an app that exports to both Langfuse and
+the sidecar has the same ids on both sides (the hex trace id, the root span id as observation id,
+`gen_ai.conversation.id` or `session.id` as the session id).
+
 Idempotency: the score `id` is the outbox `result_id` (uuid5 of thread, target and metric) and
 its timestamp is the target's start time (the trace's root start, or the session's first trace),
 so a redelivery or a re-evaluation lands on the same ClickHouse row (same id, name and date).
@@ -27,7 +31,7 @@ import structlog
 from connectors.langfuse.client import LangfuseClient, LangfuseError
 from connectors.langfuse.configs import ConfigRef, ScoreConfigs, score_name
 from connectors.langfuse.mapping import SOURCE, is_virtual, iso, trace_root
-from connectors.langfuse.review import ReviewRouter
+from connectors.langfuse.review import ReviewRouter, split_key
 from connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.assemble import thread_from_traces
 from tracing_eval.conventions.values import dumps
@@ -37,8 +41,6 @@ from tracing_eval.store.base import Store
 
 log = structlog.get_logger(__name__)
 
-PREFIX = SOURCE + ":"
-TRACE_PREFIX = PREFIX + "trace:"
 MAX_COMMENT = 2000
 MAX_EVIDENCE = 1000
 _ENVIRONMENT = re.compile(r"^(?!langfuse)[a-z0-9_-]{1,64}$")
@@ -53,13 +55,6 @@ class Target:
     session_id: str | None = None
     observation_id: str | None = None
     environment: str | None = None
-
-
-def split_key(thread_key: str) -> tuple[str | None, str | None]:
-    """(session id, trace id) of a Langfuse thread key: `langfuse:<session>` or `langfuse:trace:<id>`."""
-    if thread_key.startswith(TRACE_PREFIX):
-        return None, thread_key[len(TRACE_PREFIX) :]
-    return thread_key[len(PREFIX) :], None
 
 
 def _environment(spans: list[Span]) -> str | None:
@@ -106,7 +101,7 @@ class TargetLookup:
             first, spans = min(roots.values(), key=lambda r: r[0].start_ns)
             return Target(first.start_ns, session_id=session_id, environment=_environment(spans))
         if target.startswith("turn:"):
-            thread = thread_from_traces(thread_key, traces, source=SOURCE)
+            thread = thread_from_traces(thread_key, traces, source=thread_key.partition(":")[0])
             index = int(target.removeprefix("turn:"))
             if index >= len(thread.turns) or thread.turns[index].trace_id is None:
                 raise PermanentSinkError(f"{thread_key} has no turn {index}")
@@ -235,8 +230,6 @@ class LangfuseSink:
         await self.client.aclose()
 
     async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
-        if not str(payload.get("thread_key", "")).startswith(PREFIX):
-            return  # not a Langfuse thread: nothing in Langfuse to attach it to
         try:
             if kind == "result":
                 await self._score(payload)

@@ -331,6 +331,7 @@ class FakeLangfuseServer:
         self._fail_statuses: tuple[int, ...] = (429, 500, 503)
         self._fail_retry_after = 1.0
         self._fail_path: str | None = None
+        self._fail_hang: tuple[float, float] = (0.0, 0.0)  # (share of failures that hang, seconds)
         self._routes = self._build_routes()
         self._http: LoopbackServer | None = None
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -563,11 +564,16 @@ class FakeLangfuseServer:
         statuses: Sequence[int] = (429, 500, 503),
         retry_after: float = 1.0,
         path: str | None = None,
+        hang_share: float = 0.0,
+        hang_seconds: float = 30.0,
     ) -> None:
-        """Fail a share `rate` of matching requests, reproducibly (`random.Random(seed)`)."""
+        """Fail a share `rate` of matching requests, reproducibly (`random.Random(seed)`): a share
+        `hang_share` of those hang for `hang_seconds` (then are handled, if the client still waits),
+        the others get one of `statuses` unprocessed."""
         with self._lock:
             self._fail_rate, self._fail_rng = rate, random.Random(seed)
             self._fail_statuses, self._fail_retry_after, self._fail_path = tuple(statuses), retry_after, path
+            self._fail_hang = (hang_share, hang_seconds)
 
     # ------------------------------------------------------------ inspection
 
@@ -667,6 +673,9 @@ class FakeLangfuseServer:
                     return replace(f)
             rate_matches = path.startswith(self._fail_path) if self._fail_path else path != "/api/public/health"
             if self._fail_rate > 0 and rate_matches and self._fail_rng.random() < self._fail_rate:
+                hang_share, hang_seconds = self._fail_hang
+                if self._fail_rng.random() < hang_share:
+                    return _Fault("hang", 1, None, seconds=hang_seconds)
                 status = self._fail_rng.choice(self._fail_statuses)
                 return _Fault("fail", 1, None, status=status, retry_after=self._fail_retry_after)
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -12,6 +13,8 @@ import pytest
 from connectors.langfuse import LangfuseClient, LangfuseError, LangfuseSink
 from connectors.langfuse.configs import REVIEW_CONFIG
 from connectors.langfuse.sink import ScoreWriter
+from connectors.otlp.file_source import OtlpFileSource
+from tests.conftest import EXAMPLES
 from tests.fakes.langfuse_server import FakeLangfuseServer
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.langfuse.harness import (
@@ -26,11 +29,15 @@ from tests.langfuse.harness import (
     ms,
     scored_results,
 )
+from tracing_eval.assemble import thread_from_traces
 from tracing_eval.config import JudgeSettings, Settings
 from tracing_eval.identity import is_sampled
 from tracing_eval.judge import JudgeClient
+from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.metrics.judged.base import V5_MINUS
+from tracing_eval.pipeline import Pipeline
 from tracing_eval.sinks import PermanentSinkError
+from tracing_eval.store.sql import SqlStore
 
 
 async def test_environment_tags_and_trace_name_filters(settings: Settings, server: FakeLangfuseServer):
@@ -166,15 +173,50 @@ async def test_existing_configs_and_queue_are_reused(settings: Settings, server:
     server.assert_no_violations()
 
 
-async def test_other_threads_are_not_written(settings: Settings, server: FakeLangfuseServer):
-    sink = LangfuseSink(lf_settings(server))
+async def test_threads_received_over_otlp_are_scored_with_their_otel_ids(
+    settings: Settings, server: FakeLangfuseServer
+):
+    """An app exporting to Langfuse and to the sidecar: the scores land on Langfuse's copies of the
+    same traces (hex trace id, root span id as observation) and sessions (`gen_ai.conversation.id`)."""
+    settings.sinks.max_attempts = 1
+    store = SqlStore(settings.store.url)
+    await store.open()
+    sink = LangfuseSink(lf_settings(server), store=store)
+    pipeline = Pipeline(
+        store=store,
+        settings=settings,
+        metrics=build_metrics(settings),
+        owner="test",
+        sources=[OtlpFileSource(EXAMPLES / "otel-genai.otlp.jsonl", complete=True)],
+        sinks=[sink],
+    )
     try:
-        result = {"metric": "reask", "scope": "thread", "score": 1.0, "passed": True}
-        await sink.deliver("result", {"result_id": "r", "thread_key": "otlp:abc", "target": "thread", "result": result})
-        await sink.deliver("review", {"review_id": 1, "thread_key": "otlp:abc", "thread_version": 1, "reasons": []})
+        await pipeline.sources[0].pull(store, time.time())
+        for state in await store.thread_states():  # Langfuse's copies of the sessions (comments need them)
+            server.seed_session(state["conversation_id"], OK_TURNS[:1])
+        stats = await pipeline.tick(settle_all=True)
+        assert stats.threads_evaluated > 0 and stats.delivery.failed == 0 and stats.delivery.retried == 0
+        written = {r.id: r for r in server.scores}
+        expected = await scored_results(store)
+        assert set(written) == {r.id for r in expected}
+        for stored in expected:
+            row = written[stored.id]
+            thread = thread_from_traces(stored.thread_key, await store.load_traces(stored.thread_key))
+            if stored.target == "thread":
+                assert (row.session_id, row.trace_id) == (thread.conversation_id, None)
+                assert stored.thread_key == f"otlp:{thread.conversation_id}"
+            else:
+                [turn] = [t for t in thread.turns if f"trace:{t.trace_id}" == stored.target]
+                assert (row.trace_id, row.observation_id, row.session_id) == (turn.trace_id, turn.root_span_id, None)
+                assert len(row.trace_id or "") == 32 and len(row.observation_id or "") == 16
+        routed = {i.thread_key for i in await store.review_items()}
+        assert routed, "the examples hold failing threads"
+        assert Counter((i.object_type, i.object_id) for i in server.queue_items) == Counter(
+            ("SESSION", key.removeprefix("otlp:")) for key in routed
+        )
     finally:
-        await sink.aclose()
-    assert server.requests == []
+        await pipeline.close()
+        await store.close()
     server.assert_no_violations()
 
 

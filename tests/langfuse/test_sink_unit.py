@@ -92,6 +92,9 @@ def test_thread_keys_split_into_session_or_trace():
     assert split_key("langfuse:trace:abc") == (None, "abc")
     assert review_object("langfuse:sess-1") == ("SESSION", "sess-1")
     assert review_object("langfuse:trace:abc") == ("TRACE", "abc")
+    assert split_key("otlp:conv-7") == ("conv-7", None)  # received over OTLP: the conversation is the session
+    assert split_key("otlp:trace:" + "ab" * 16) == (None, "ab" * 16)
+    assert review_object("otlp:conv:with:colons") == ("SESSION", "conv:with:colons")
 
 
 def test_review_comment_says_what_failed_and_carries_a_marker():
