@@ -43,9 +43,31 @@ async def test_ingest_versions_threads_and_dedupes_spans(store: SqlStore) -> Non
     await store.ingest(batch(span("b", "2", start=5), conv="c1"), T0 + 2)
     states = await store.thread_states()
     assert [s["key"] for s in states] == ["otlp:c1"]
-    assert states[0]["version"] == 3 and states[0]["last_activity_at"] == T0 + 2
+    assert states[0]["version"] == 2 and states[0]["last_activity_at"] == T0 + 2
     traces = await store.load_traces("otlp:c1")
     assert sorted(len(t) for t in traces) == [1, 1]
+
+
+async def test_a_resent_batch_changes_nothing_but_new_content_does(store: SqlStore) -> None:
+    """An exporter retry (or a re-pulled overlap) must not make an evaluated thread due again."""
+    ev = SpanEvent(name="gen_ai.client.inference.operation.details", time_ns=3, attributes={"k": 1})
+    a = span("a", "1")
+    first = batch(a, span("a", "2", parent=a.span_id), conv="c1", events=[(a.trace_id, a.span_id, ev)])
+    stats = await store.ingest(first, T0)
+    assert stats.threads_changed == 1
+    stats = await store.ingest(first, T0 + 5)
+    assert (stats.spans, stats.events, stats.threads_changed) == (2, 1, 0)
+    (state,) = await store.thread_states()
+    assert state["version"] == 1 and state["last_activity_at"] == T0, "a resend must not restart readiness"
+
+    changed = a.model_copy(update={"end_ns": 99})  # the same span with new content
+    assert (await store.ingest(batch(changed, conv="c1"), T0 + 6)).threads_changed == 1
+    ev2 = SpanEvent(name="gen_ai.client.inference.operation.details", time_ns=4, attributes={"k": 2})
+    assert (await store.ingest(batch(events=[(a.trace_id, a.span_id, ev2)]), T0 + 7)).threads_changed == 1
+    (state,) = await store.thread_states()
+    assert state["version"] == 3 and state["last_activity_at"] == T0 + 7
+    (trace,) = await store.load_traces("otlp:c1")
+    assert {s.span_id: s.end_ns for s in trace}[a.span_id] == 99
 
 
 async def test_trace_joins_its_conversation_when_the_id_arrives_later(store: SqlStore) -> None:
@@ -64,7 +86,7 @@ async def test_log_events_are_joined_to_their_span_and_bump_the_thread(store: Sq
     await store.ingest(IngestBatch(events=[(s.trace_id, s.span_id, ev)]), T0 + 6)  # retried log export
     [[loaded]] = await store.load_traces("otlp:c")
     assert [e.name for e in loaded.events] == [ev.name]
-    assert (await store.thread_states())[0]["version"] == 3
+    assert (await store.thread_states())[0]["version"] == 2  # the retried export changed nothing
 
 
 async def test_claim_waits_for_settle_then_idle_and_leases_once(store: SqlStore) -> None:
@@ -164,6 +186,22 @@ async def test_outbox_delivery_retries_with_backoff_and_delivers_once(store: Sql
     assert stats.delivered == 1
     await deliver_outbox(store, [sink], T0 + 1000, max_attempts=5)
     assert [p["result_id"] for p in sink.received] == ["r1"]
+
+
+async def test_one_delivery_round_takes_every_due_row_in_batches_until_a_sink_fails(store: SqlStore) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    await store.record(c, [Outgoing(f"r{i}", f"trace:{i}", result()) for i in range(12)], None, ["hook"], T0 + 401)
+    sink = FlakySink(failures=0)
+    stats = await deliver_outbox(store, [sink], T0 + 402, max_attempts=5, limit=5)
+    assert (stats.delivered, len(sink.received), await store.outbox_backlog()) == (12, 12, 0)
+
+    await store.ingest(batch(span("b", "1"), conv="d"), T0 + 500)
+    [c] = await store.claim("w", T0 + 900, READY, 10, 30)
+    await store.record(c, [Outgoing(f"s{i}", f"trace:{i}", result()) for i in range(12)], None, ["hook"], T0 + 901)
+    down = FlakySink(failures=1)  # fails the first row of the first batch: no second batch this round
+    stats = await deliver_outbox(store, [down], T0 + 902, max_attempts=5, limit=5)
+    assert (stats.delivered, stats.retried, await store.outbox_backlog()) == (4, 1, 8)
 
 
 async def test_release_with_give_up_parks_the_thread(store: SqlStore) -> None:

@@ -149,7 +149,11 @@ async def _run_forever(settings: Settings, plan: Any, sinks: list[str]) -> None:
     telemetry = Telemetry()  # this worker's Prometheus series, served on /metrics
     try:
         pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=False, telemetry=telemetry)
-        receiver = OtlpReceiver(store, settings.receiver, telemetry=telemetry) if plan.otlp_http else None
+        receiver = (
+            OtlpReceiver(store, settings.receiver, telemetry=telemetry, sinks=pipeline.outbox_sinks)
+            if plan.otlp_http
+            else None
+        )
         await worker.Worker(settings, pipeline, receiver).run()
     finally:
         if pipeline is not None:

@@ -54,7 +54,23 @@ class ReceiverSettings(_Section):
     max_concurrent_writes: int = Field(
         4, gt=0, description="Requests writing to the store at once; more wait up to write_timeout_seconds."
     )
-    retry_after_seconds: int = Field(5, gt=0, description="Retry-After sent with 503 when the store cannot keep up.")
+    retry_after_seconds: int = Field(
+        5, gt=0, description="Retry-After sent with 503 (the store cannot keep up) and 429 (the sinks are behind)."
+    )
+    max_pending_requests: int = Field(
+        64,
+        gt=0,
+        description="Requests in progress at once (reading, decoding, waiting for or writing to the store); more are "
+        "answered 503 with Retry-After before their body is read. Request bodies in memory are bounded by about "
+        "max_pending_requests × max_body_bytes (the decoded spans take a few times their size).",
+    )
+    max_outbox_backlog: int = Field(
+        100_000,
+        ge=0,
+        description="When at least this many deliveries (results and review items) wait in the outbox for the "
+        "enabled sinks (read from the store at most once a second), requests are answered 429 with Retry-After "
+        "before their body is read, until the sinks catch up; 0: never.",
+    )
 
 
 class ScheduleSettings(_Section):
@@ -234,6 +250,12 @@ class SinkSettings(_Section):
         description="Result sinks: local (always on), otlp, webhook, langfuse.",
     )
     max_attempts: int = Field(10, gt=0, description="Delivery attempts per outbox row before it is parked as failed.")
+    lease_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="PostgreSQL: how long outbox rows taken by one replica stay hidden from the others. "
+        "Keep it above the time one tick's deliveries can take; rows of a replica that dies go out after it.",
+    )
     otlp: OtlpSinkSettings = Field(default_factory=OtlpSinkSettings)
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)
 

@@ -102,8 +102,14 @@ class Pipeline:
                     await result
 
     async def deliver(self) -> DeliveryStats:
+        sinks = self.settings.sinks
         return await deliver_outbox(
-            self.store, list(self.sinks), time.time(), self.settings.sinks.max_attempts, telemetry=self.telemetry
+            self.store,
+            list(self.sinks),
+            time.time(),
+            sinks.max_attempts,
+            lease_seconds=sinks.lease_seconds,
+            telemetry=self.telemetry,
         )
 
     async def observe_store(self) -> None:

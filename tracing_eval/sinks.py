@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from tracing_eval.logging import redact_url_credentials
-from tracing_eval.store.base import Store
+from tracing_eval.store.base import OutboxRow, Store
 
 if TYPE_CHECKING:
     from tracing_eval.telemetry import Telemetry
@@ -50,37 +50,57 @@ async def deliver_outbox(
     max_attempts: int,
     limit: int = 500,
     *,
+    lease_seconds: float = 300.0,
     telemetry: Telemetry | None = None,
 ) -> DeliveryStats:
-    """Push due outbox rows to each sink; failures are retried on later ticks. Every attempt is
+    """Push every due outbox row to each sink, `limit` rows at a time, until a batch is short or has a
+    failure: a failing sink gets no more batches this time, and its failed rows are retried on later
+    ticks with backoff. On
+    PostgreSQL the rows taken are leased to this replica for `lease_seconds`. Every attempt is
     counted in `telemetry` when given."""
     stats = DeliveryStats()
     for sink in sinks:
-        for row in await store.pending_outbox(sink.name, now, limit):
-            try:
-                await sink.deliver(row.kind, row.payload)
-            except Exception as exc:
-                give_up = isinstance(exc, PermanentSinkError) or row.attempts + 1 >= max_attempts
-                error = redact_url_credentials(f"{type(exc).__name__}: {exc}")  # stored in the outbox row
-                await store.outbox_retry(row.id, error, now + backoff_seconds(row.attempts), give_up)
-                log.warning(
-                    "sink delivery failed",
-                    sink=sink.name,
-                    outbox_id=row.id,
-                    kind=row.kind,
-                    attempts=row.attempts + 1,
-                    gave_up=give_up,
-                    error=error,
-                )
-                stats.failed += give_up
-                stats.retried += not give_up
-                if telemetry is not None:
-                    outcome = "failed" if give_up else "retried"
-                    refused = isinstance(exc, PermanentSinkError)
-                    telemetry.delivery(sink.name, row.kind, outcome, now, refused=refused)
-            else:
-                await store.outbox_done(row.id, now)
-                stats.delivered += 1
-                if telemetry is not None:
-                    telemetry.delivery(sink.name, row.kind, "delivered", now)
+        while True:
+            rows = await store.pending_outbox(sink.name, now, limit, lease_seconds)
+            failures = stats.retried + stats.failed
+            for row in rows:
+                await _deliver_one(store, sink, row, now, max_attempts, stats, telemetry)
+            if len(rows) < limit or stats.retried + stats.failed > failures:
+                break
     return stats
+
+
+async def _deliver_one(
+    store: Store,
+    sink: Sink,
+    row: OutboxRow,
+    now: float,
+    max_attempts: int,
+    stats: DeliveryStats,
+    telemetry: Telemetry | None,
+) -> None:
+    try:
+        await sink.deliver(row.kind, row.payload)
+    except Exception as exc:
+        give_up = isinstance(exc, PermanentSinkError) or row.attempts + 1 >= max_attempts
+        error = redact_url_credentials(f"{type(exc).__name__}: {exc}")  # stored in the outbox row
+        await store.outbox_retry(row.id, error, now + backoff_seconds(row.attempts), give_up)
+        log.warning(
+            "sink delivery failed",
+            sink=sink.name,
+            outbox_id=row.id,
+            kind=row.kind,
+            attempts=row.attempts + 1,
+            gave_up=give_up,
+            error=error,
+        )
+        stats.failed += give_up
+        stats.retried += not give_up
+        if telemetry is not None:
+            outcome = "failed" if give_up else "retried"
+            telemetry.delivery(sink.name, row.kind, outcome, now, refused=isinstance(exc, PermanentSinkError))
+    else:
+        await store.outbox_done(row.id, now)
+        stats.delivered += 1
+        if telemetry is not None:
+            telemetry.delivery(sink.name, row.kind, "delivered", now)

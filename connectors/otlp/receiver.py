@@ -2,6 +2,10 @@
 
 A 200 means the data is committed to the store. When the store cannot take it in time the
 answer is 503 with Retry-After (the exporter retries), never an acknowledgement that could be lost.
+
+Backpressure, before a body is read: more than `max_pending_requests` requests in progress get 503
+(`overloaded`), and an outbox holding `max_outbox_backlog` undelivered rows gets 429
+(`sinks_behind`), both with Retry-After, so memory stays bounded while the store or a sink is behind.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import structlog
@@ -48,10 +52,14 @@ REJECT_REASONS = (
     "bad_payload",
     "store_busy",
     "store_error",
+    "overloaded",
+    "sinks_behind",
     "partial",
 )
 #: The `source` label of what the receiver stores, in the telemetry
 TELEMETRY_SOURCE = "otlp-http"
+#: How often the outbox backlog is read from the store; requests in between use the last reading
+BACKLOG_READ_INTERVAL_SECONDS = 1.0
 
 
 @dataclass
@@ -75,6 +83,53 @@ class ReceiverCounters:
             self.telemetry.received(TELEMETRY_SOURCE, spans, events, threads)
 
 
+class OutboxBacklog:
+    """Outbox rows waiting for delivery (not delivered, not parked), read from the store at
+    most once per `interval` seconds and shared by every request in between.
+
+    Only `sinks` count (None: every sink in the outbox; empty: none, and the store is never read), so
+    rows left for a sink that is no longer configured cannot block ingest. A read that fails or takes
+    longer than `timeout` is logged and reads as unknown (None) until the next one: ingest goes on,
+    and a broken store is answered by the write path."""
+
+    def __init__(
+        self,
+        store: Store,
+        sinks: Iterable[str] | None,
+        *,
+        timeout: float,
+        clock: Callable[[], float] = time.time,
+        interval: float = BACKLOG_READ_INTERVAL_SECONDS,
+    ) -> None:
+        self.store = store
+        self.sinks = None if sinks is None else frozenset(sinks)
+        self.timeout = timeout
+        self.clock = clock
+        self.interval = interval
+        self._rows: int | None = None
+        self._read_at: float | None = None
+        self._lock = asyncio.Lock()  # one read at a time; requests arriving meanwhile wait for it
+
+    async def rows(self) -> int | None:
+        """The backlog as last read (refreshed when the reading is older than `interval`), or None."""
+        if self.sinks is not None and not self.sinks:
+            return 0
+        async with self._lock:
+            now = self.clock()
+            if self._read_at is None or not 0 <= now - self._read_at < self.interval:  # also if the clock went back
+                self._rows = await self._read(now)
+                self._read_at = now
+            return self._rows
+
+    async def _read(self, now: float) -> int | None:
+        try:
+            stats = await asyncio.wait_for(self.store.outbox_stats(now), self.timeout)
+        except Exception as exc:  # a timeout too
+            log.warning("cannot read the outbox backlog; accepting requests", error=f"{type(exc).__name__}: {exc}")
+            return None
+        return sum(n for sink, (n, _) in stats.items() if self.sinks is None or sink in self.sinks)
+
+
 def _body(mt: str, message: object) -> bytes:
     if mt == JSON:
         return json_format.MessageToJson(message, indent=None).encode()  # type: ignore[arg-type]
@@ -92,7 +147,9 @@ class OtlpReceiver:
         source: str = "otlp",
         clock: Callable[[], float] = time.time,
         telemetry: Telemetry | None = None,
+        sinks: Iterable[str] | None = None,
     ):
+        """`sinks`: the outbox sinks whose backlog counts against `max_outbox_backlog` (None: all)."""
         self.store = store
         self.settings = settings
         self.source = source
@@ -101,6 +158,13 @@ class OtlpReceiver:
         if telemetry is not None:
             telemetry.prime(reject_reasons=REJECT_REASONS, sources=[TELEMETRY_SOURCE])
         self._writes = asyncio.Semaphore(settings.max_concurrent_writes)
+        self._pending = 0  # requests let in: reading, decoding, waiting for or writing to the store
+        self.backlog = OutboxBacklog(store, sinks, timeout=settings.write_timeout_seconds, clock=clock)
+
+    @property
+    def pending(self) -> int:
+        """Requests in progress: reading, decoding, waiting for or writing to the store."""
+        return self._pending
 
     def routes(self) -> list[Route]:
         return [
@@ -140,6 +204,24 @@ class OtlpReceiver:
                     "unauthorized",
                     {"WWW-Authenticate": "Bearer"},
                 )
+        retry = {"Retry-After": str(self.settings.retry_after_seconds)}
+        if self._pending >= self.settings.max_pending_requests:
+            return self._error(mt, 503, _UNAVAILABLE, "too many requests in progress; retry later", "overloaded", retry)
+        self._pending += 1
+        try:
+            return await self._admit(request, mt, signal, retry)
+        finally:
+            self._pending -= 1
+
+    async def _admit(self, request: Request, mt: str, signal: str, retry: dict[str, str]) -> Response:
+        """Refuse while the sinks are behind, else read, decode and store the request."""
+        if most := self.settings.max_outbox_backlog:
+            backlog = await self.backlog.rows()
+            if backlog is not None and backlog >= most:
+                message = (
+                    f"the sinks are behind ({backlog} deliveries wait in the outbox; the limit is {most}); retry later"
+                )
+                return self._error(mt, 429, _RESOURCE_EXHAUSTED, message, "sinks_behind", retry)
         limit = self.settings.max_body_bytes
         try:
             raw = await self._read(request, limit)
@@ -151,7 +233,7 @@ class OtlpReceiver:
             return self._error(mt, 400, _INVALID_ARGUMENT, str(exc), "bad_payload")
         except ClientDisconnect:
             return Response(status_code=400)
-        return await self._store(mt, signal, decoded)
+        return await self._store(mt, signal, decoded, retry)
 
     @staticmethod
     async def _read(request: Request, limit: int) -> bytes:
@@ -166,9 +248,8 @@ class OtlpReceiver:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _store(self, mt: str, signal: str, decoded: Decoded) -> Response:
+    async def _store(self, mt: str, signal: str, decoded: Decoded, retry: dict[str, str]) -> Response:
         batch = make_batch(decoded.spans, [(e.trace_id, e.span_id, e.event) for e in decoded.logs], source=self.source)
-        retry = {"Retry-After": str(self.settings.retry_after_seconds)}
         threads = 0
         if batch.spans or batch.events:
             try:

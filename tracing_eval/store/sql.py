@@ -44,8 +44,8 @@ _PG_POOL = {"pool_size": 5, "max_overflow": 5, "pool_timeout": 30, "pool_pre_pin
 _PG_CONNECT_TIMEOUT = 10.0  # seconds; asyncpg waits 60 by default before an unreachable host is an error
 #: Key of the advisory lock that serialises schema creation and the version check across replicas.
 _SCHEMA_LOCK = int.from_bytes(b"tr-eval\x01", "big")
-#: How long outbox rows taken by one replica stay hidden from the others (PostgreSQL; a replica
-#: that dies mid-delivery leaves them to the others after this long).
+#: How long outbox rows taken by one replica stay hidden from the others by default (PostgreSQL; a
+#: replica that dies mid-delivery leaves them to the others after this long): `[sinks] lease_seconds`.
 OUTBOX_LEASE_SECONDS = 300.0
 
 
@@ -140,8 +140,13 @@ class SqlStore:
     # -- ingest ----------------------------------------------------------------------------
 
     async def ingest(self, batch: IngestBatch, now: float) -> IngestStats:
-        """Store spans and events durably and bump the version of every thread they change."""
+        """Store spans and events durably and bump the version of every thread they change.
+
+        A span or event stored before with the same content changes nothing: an exporter that resends
+        a batch whose acknowledgement it lost, or a source that pulls an overlap again, does not make
+        its threads due for another evaluation."""
         stats = IngestStats()
+        changed: set[str] = set()  # traces with a new or different span or a new event
         async with self.engine.begin() as conn:
             if batch.spans:
                 rows = [  # in key order: concurrent ingests on PostgreSQL lock rows in one order, no deadlock
@@ -149,13 +154,13 @@ class SqlStore:
                     for s in sorted(batch.spans, key=lambda s: (s.trace_id, s.span_id))
                 ]
                 ins = self._insert(t.spans)
-                await conn.execute(
-                    ins.on_conflict_do_update(
-                        index_elements=[t.spans.c.trace_id, t.spans.c.span_id],
-                        set_={"data": ins.excluded.data, "received_at": ins.excluded.received_at},
-                    ),
-                    rows,
-                )
+                upsert = ins.on_conflict_do_update(
+                    index_elements=[t.spans.c.trace_id, t.spans.c.span_id],
+                    set_={"data": ins.excluded.data, "received_at": ins.excluded.received_at},
+                    where=t.spans.c.data != ins.excluded.data,
+                ).returning(t.spans.c.trace_id)
+                for chunk in _chunks(rows):
+                    changed.update((await conn.execute(upsert, list(chunk))).scalars())
                 stats.spans = len(rows)
             if batch.events:
                 rows = []
@@ -171,9 +176,11 @@ class SqlStore:
                         }
                     )
                 rows.sort(key=lambda r: (r["trace_id"], r["span_id"], r["digest"]))
-                await conn.execute(self._insert(t.span_events).on_conflict_do_nothing(), rows)
+                insert = self._insert(t.span_events).on_conflict_do_nothing().returning(t.span_events.c.trace_id)
+                for chunk in _chunks(rows):
+                    changed.update((await conn.execute(insert, list(chunk))).scalars())
                 stats.events = len(rows)
-            stats.threads_changed = await self._touch_threads(conn, batch, now)
+            stats.threads_changed = await self._touch_threads(conn, batch, changed, now)
             for name, value in batch.source_state.items():
                 ins = self._insert(t.source_state).values(name=name, value=value)
                 await conn.execute(
@@ -181,14 +188,17 @@ class SqlStore:
                 )
         return stats
 
-    async def _touch_threads(self, conn: AsyncConnection, batch: IngestBatch, now: float) -> int:
+    async def _touch_threads(self, conn: AsyncConnection, batch: IngestBatch, changed: set[str], now: float) -> int:
+        """Record the traces in `changed` and bump their threads' versions; returns how many threads."""
         starts: dict[str, int] = {}
         for s in batch.spans:
+            if s.trace_id not in changed:
+                continue
             cur = starts.get(s.trace_id)
             if cur is None or (s.start_ns and (not cur or s.start_ns < cur)):
                 starts[s.trace_id] = s.start_ns
         span_traces = list(starts)
-        event_traces = list({tid for tid, _, _ in batch.events} - starts.keys())
+        event_traces = list({tid for tid, _, _ in batch.events if tid in changed} - starts.keys())
         existing: dict[str, Any] = {}
         for chunk in _chunks(span_traces + event_traces):
             res = await conn.execute(select(t.traces).where(t.traces.c.trace_id.in_(chunk)))
@@ -504,9 +514,11 @@ class SqlStore:
 
     # -- outbox ----------------------------------------------------------------------------
 
-    async def pending_outbox(self, sink: str, now: float, limit: int) -> list[OutboxRow]:
+    async def pending_outbox(
+        self, sink: str, now: float, limit: int, lease_seconds: float = OUTBOX_LEASE_SECONDS
+    ) -> list[OutboxRow]:
         """Rows due for `sink`. On PostgreSQL they are also leased (`next_attempt_at` moves
-        OUTBOX_LEASE_SECONDS ahead) so that N replicas delivering at once each send different rows;
+        `lease_seconds` ahead) so that N replicas delivering at once each send different rows;
         `outbox_done`/`outbox_retry` settle them, a replica that dies leaves them to the others."""
         ob = t.outbox.c
         q = (
@@ -520,7 +532,7 @@ class SqlStore:
             take = (
                 update(t.outbox)
                 .where(ob.id.in_(due.scalar_subquery()))
-                .values(next_attempt_at=now + OUTBOX_LEASE_SECONDS)
+                .values(next_attempt_at=now + lease_seconds)
                 .returning(*t.outbox.c)
             )
             async with self.engine.begin() as conn:
