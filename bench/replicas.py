@@ -159,10 +159,11 @@ def admin(sql: str) -> None:
     asyncio.run(run())
 
 
-def new_database() -> tuple[str, str]:
+def new_database(prefix: str = "bench_replicas") -> tuple[str, str]:
+    """A new empty database on PG_BENCH_URL's server: (name, SQLAlchemy URL)."""
     from sqlalchemy.engine import make_url
 
-    name = f"bench_replicas_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin(f'CREATE DATABASE "{name}"')
     url = make_url(ADMIN_URL).set(drivername="postgresql+asyncpg", database=name)
     return name, url.render_as_string(hide_password=False)

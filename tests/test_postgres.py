@@ -208,6 +208,43 @@ async def test_outbox_rows_taken_by_a_replica_that_died_are_delivered_after_the_
     await store.close()
 
 
+@on_pg
+async def test_a_batch_outliving_its_lease_leaves_the_rest_to_the_replica_that_took_it_over(store_url: str) -> None:
+    """Replica A takes 5 rows with a 60 s lease and is slow: while it delivers the third (whose lease it
+    renewed), B comes 60 s later (by its clock), takes the two A has not started and delivers them. A
+    finishes the third and skips those two: every row is delivered once."""
+    a, b = SqlStore(store_url), SqlStore(store_url)
+    for s in (a, b):
+        await s.open()
+    t0 = time.time()
+    await a.ingest(conversations(range(1), 0), t0)
+    [c] = await a.claim("w", t0, SETTLED, 10, 60)
+    results = [Outgoing(f"r{i}", f"trace:{i}", score_result("m", 1.0, threshold=0.5, scope=Scope.TURN, turn_index=i))
+               for i in range(5)]  # fmt: skip
+    await a.record(c, results, None, ["hook"], t0)
+    delivered: Counter[str] = Counter()
+    at_third, resume = asyncio.Event(), asyncio.Event()
+
+    class SlowSink(CountingSink):
+        async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+            if payload["result_id"] == "r2":
+                at_third.set()
+                await resume.wait()
+            await asyncio.sleep(0.05)
+            await super().deliver(kind, payload)
+
+    first = asyncio.create_task(deliver_outbox(a, [SlowSink(delivered)], t0, 5, lease_seconds=60))
+    await at_third.wait()
+    second = await deliver_outbox(b, [CountingSink(delivered)], t0 + 60.01, 5, lease_seconds=60)
+    resume.set()
+    stats = await first
+    assert (second.delivered, stats.delivered, stats.taken_over) == (2, 3, 2)
+    assert delivered == Counter({f"r{i}": 1 for i in range(5)})
+    assert await a.outbox_backlog() == 0
+    for s in (a, b):
+        await s.close()
+
+
 async def test_replicas_starting_together_create_the_schema_once() -> None:
     with pg_database() as url:  # four processes released by one barrier into an empty database
         barrier, out = SPAWN.Barrier(REPLICAS), SPAWN.Queue()

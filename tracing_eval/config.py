@@ -253,8 +253,9 @@ class SinkSettings(_Section):
     lease_seconds: float = Field(
         300.0,
         gt=0,
-        description="PostgreSQL: how long outbox rows taken by one replica stay hidden from the others. "
-        "Keep it above the time one tick's deliveries can take; rows of a replica that dies go out after it.",
+        description="PostgreSQL: how long an outbox row taken by one replica stays hidden from the others; "
+        "renewed just before the row's delivery. Keep it above the longest one delivery can take (a sink's "
+        "timeout times its retries, plus their waits); rows of a replica that dies go out after it.",
     )
     otlp: OtlpSinkSettings = Field(default_factory=OtlpSinkSettings)
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +37,7 @@ class DeliveryStats:
     delivered: int = 0
     retried: int = 0
     failed: int = 0
+    taken_over: int = 0  # rows another replica took over before this one got to them
 
 
 def backoff_seconds(attempts: int, cap: float = 300.0) -> float:
@@ -55,16 +57,22 @@ async def deliver_outbox(
 ) -> DeliveryStats:
     """Push every due outbox row to each sink, `limit` rows at a time, until a batch is short or has a
     failure: a failing sink gets no more batches this time, and its failed rows are retried on later
-    ticks with backoff. On
-    PostgreSQL the rows taken are leased to this replica for `lease_seconds`. Every attempt is
-    counted in `telemetry` when given."""
+    ticks with backoff. On PostgreSQL the rows taken are leased to this replica for `lease_seconds`,
+    and each row's lease is renewed just before its delivery (a row whose lease ran out while it
+    waited is left to the replica that took it over), so the lease must outlast one delivery, not a
+    batch. Every attempt is counted in `telemetry` when given."""
     stats = DeliveryStats()
+    started = time.monotonic()
     for sink in sinks:
         while True:
             rows = await store.pending_outbox(sink.name, now, limit, lease_seconds)
             failures = stats.retried + stats.failed
             for row in rows:
-                await _deliver_one(store, sink, row, now, max_attempts, stats, telemetry)
+                mine = await store.renew_outbox(row, now + time.monotonic() - started, lease_seconds)
+                if mine is None:  # this batch took longer than the lease: another replica has the row
+                    stats.taken_over += 1
+                    continue
+                await _deliver_one(store, sink, mine, now, max_attempts, stats, telemetry)
             if len(rows) < limit or stats.retried + stats.failed > failures:
                 break
     return stats

@@ -83,6 +83,7 @@ class OutboxRow:
     ref: str
     payload: dict[str, Any]
     attempts: int
+    lease_until: float = 0.0  # PostgreSQL: the lease this replica holds on the row (its `next_attempt_at`)
 
 
 @dataclass
@@ -136,6 +137,11 @@ class Store(Protocol):
     async def results(self, thread_key: str | None = None) -> list[StoredResult]: ...
 
     async def thread_keys(self) -> list[str]: ...
+
+    async def renew_outbox(self, row: OutboxRow, now: float, lease_seconds: float) -> OutboxRow | None:
+        """Just before delivering `row`: extend this replica's lease on it to `now + lease_seconds`, or
+        None when another replica has taken it over since (its lease ran out while it waited)."""
+        ...
 
     async def pending_outbox(
         self, sink: str, now: float, limit: int, lease_seconds: float = ...

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -540,7 +541,30 @@ class SqlStore:
         else:
             async with self.engine.connect() as conn:
                 rows = (await conn.execute(q)).all()
-        return [OutboxRow(r.id, r.sink, r.kind, r.ref, orjson.loads(r.payload), r.attempts) for r in rows]
+        return [
+            OutboxRow(r.id, r.sink, r.kind, r.ref, orjson.loads(r.payload), r.attempts, r.next_attempt_at) for r in rows
+        ]
+
+    async def renew_outbox(self, row: OutboxRow, now: float, lease_seconds: float) -> OutboxRow | None:
+        """On PostgreSQL, the lease taken by `pending_outbox` is the fencing token: it is extended only
+        if the row still carries it (SQLite: one sidecar, nothing to renew)."""
+        if self.dialect != "postgresql":
+            return row
+        ob = t.outbox.c
+        renew = (
+            update(t.outbox)
+            .where(
+                ob.id == row.id,
+                ob.next_attempt_at == row.lease_until,
+                ob.delivered_at.is_(None),
+                ob.failed.is_(False),
+            )
+            .values(next_attempt_at=now + lease_seconds)
+            .returning(ob.next_attempt_at)
+        )
+        async with self.engine.begin() as conn:
+            lease = (await conn.execute(renew)).scalar()
+        return None if lease is None else replace(row, lease_until=lease)
 
     async def outbox_done(self, row_id: int, now: float) -> None:
         async with self.engine.begin() as conn:
