@@ -90,6 +90,8 @@ class Outcome:
     outbox: Counter[str]  # delivered / failed / pending
     outbox_errors: list[str]
     judge_calls: int
+    judge_faults: Counter[str]  # malformed / late answers the judge gave
+    langfuse_faults: Counter[int]  # Langfuse answers by injected status (499: hung until the client left)
     spec_violations: list[str]
     seconds: float
     kills: int = 0
@@ -110,6 +112,8 @@ class Outcome:
             "queue_items": sum(self.queue_items.values()),
             "outbox": dict(self.outbox),
             "judge_calls": self.judge_calls,
+            "judge_faults": dict(self.judge_faults),
+            "langfuse_faults": dict(self.langfuse_faults),
             "kills": self.kills,
             "leases_held_at_kills": self.leases_held_at_kills,
             "requests": self.requests,
@@ -352,22 +356,22 @@ def replica_env(plan: Plan, workdir: Path, store_url: str, langfuse: FakeLangfus
             "TRACING_EVAL_SCHEDULE__TICK_SECONDS": "0.5",
             "TRACING_EVAL_SCHEDULE__TURN_SETTLE_SECONDS": "1",
             "TRACING_EVAL_SCHEDULE__THREAD_IDLE_SECONDS": "2",
-            "TRACING_EVAL_SCHEDULE__LEASE_SECONDS": "5",
+            "TRACING_EVAL_SCHEDULE__LEASE_SECONDS": "15",  # > one evaluation, judge retries included
             "TRACING_EVAL_SCHEDULE__BATCH_SIZE": "10",
             "TRACING_EVAL_SCHEDULE__DRAIN_SECONDS": "5",
-            "TRACING_EVAL_SINKS__LEASE_SECONDS": "20",  # > one delivery: 5 tries of 1 s + waits
+            "TRACING_EVAL_SINKS__LEASE_SECONDS": "30",  # > one delivery: 5 tries of 2 s + waits
             "TRACING_EVAL_SINKS__MAX_ATTEMPTS": "30",
             "TRACING_EVAL_METRICS__ENABLED": json.dumps([*DETERMINISTIC_PACK, *JUDGED]),
             "TRACING_EVAL_REVIEW__METRICS": json.dumps(ROUTED_ON),
             "TRACING_EVAL_JUDGE__MODEL": "gpt-4o-mini",
-            "TRACING_EVAL_JUDGE__TIMEOUT_SECONDS": "1",
+            "TRACING_EVAL_JUDGE__TIMEOUT_SECONDS": "2",
             "TRACING_EVAL_JUDGE__MAX_CONCURRENCY": "4",
             "OPENAI_API_KEY": "sk-chaos-test",
             "OPENAI_BASE_URL": judge_url,
             "LANGFUSE_BASE_URL": langfuse.base_url,
             "LANGFUSE_PUBLIC_KEY": langfuse.public_key,
             "LANGFUSE_SECRET_KEY": langfuse.secret_key,
-            "TRACING_EVAL_LANGFUSE__TIMEOUT_SECONDS": "1",
+            "TRACING_EVAL_LANGFUSE__TIMEOUT_SECONDS": "2",
             "TRACING_EVAL_LANGFUSE__RETRY_BACKOFF_SECONDS": "0.05",
             "TRACING_EVAL_LANGFUSE__MAX_RETRY_WAIT_SECONDS": "5",
             "TRACING_EVAL_LOGGING__FORMAT": "json",
@@ -453,6 +457,7 @@ def _read_fakes(langfuse: FakeLangfuseServer, judge: FakeOpenAIServer, out: Outc
             if line.startswith("tracing-eval review · thread "):
                 out.comment_markers[line.rsplit(" · queue item", 1)[0]] += 1
     out.judge_calls = sum(1 for r in judge.requests if r.path.endswith("/chat/completions"))
+    out.langfuse_faults = Counter(r.status for r in langfuse.requests if r.status in (429, 499, 503))
     out.spec_violations = list(langfuse.violations)
 
 
@@ -464,7 +469,9 @@ def run(plan: Plan, workdir: Path) -> Outcome:
         raise ValueError("SQLite serves one replica")
     bodies = requests_of(plan)
     judge_handler = FaultyJudge(plan.judge_fault_rate, plan.seed, late_seconds=3.0)
-    out = Outcome({}, {}, Counter(), {}, Counter(), Counter(), Counter(), 0, 0, Counter(), [], 0, [], 0.0)
+    out = Outcome(
+        {}, {}, Counter(), {}, Counter(), Counter(), Counter(), 0, 0, Counter(), [], 0, Counter(), Counter(), [], 0.0
+    )
     with FakeLangfuseServer("v4") as langfuse, FakeOpenAIServer(judge_handler) as judge:
         for n in range(plan.threads):  # Langfuse's copy of each conversation (review comments need it)
             langfuse.seed_session(conversation_id(plan, n), [("hi", "hello", None, None)])
@@ -487,6 +494,7 @@ def run(plan: Plan, workdir: Path) -> Outcome:
         out.seconds = time.monotonic() - started
         asyncio.run(_with_store(store_url, lambda store: _read_store(store, out)))
         _read_fakes(langfuse, judge, out)
+        out.judge_faults = judge_handler.faults
     out.requests, out.request_retries = loader.sent, loader.retries
     for r in replicas:
         out.exits.update(r.exits)
