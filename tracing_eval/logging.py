@@ -33,22 +33,46 @@ def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[st
     return event
 
 
+#: Libraries whose routine messages are not news: a skipped overlapping tick is by design.
+_QUIET = {"apscheduler": logging.ERROR}
+
+
+class _StdlibHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Marks the handler `configure` installs on the root logger, so a second call replaces it."""
+
+
 def configure(level: str = "info", fmt: str = "console") -> None:
+    """Log through structlog to stderr; libraries that use `logging` (uvicorn, OpenTelemetry, httpx)
+    come out in the same format, redacted the same way, at warning and above."""
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
+    shared = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,  # plain text, before redaction
+        redact_secrets,
+    ]
+    numeric = logging.getLevelNamesMapping()[level.upper()]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,  # plain text, before redaction
-            redact_secrets,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
+        processors=[structlog.contextvars.merge_contextvars, *shared, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
+    handler = _StdlibHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name],
+            processors=[*shared, structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
+    )
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _StdlibHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(max(numeric, logging.WARNING))
+    for name, quiet in _QUIET.items():
+        logging.getLogger(name).setLevel(quiet)

@@ -56,8 +56,10 @@ class Pipeline:
         s = self.settings.schedule
         return Readiness(turn_settle=s.turn_settle_seconds, thread_idle=s.thread_idle_seconds)
 
-    async def tick(self, *, settle_all: bool = False) -> TickStats:
-        """Run one full tick. With `settle_all`, every turn and thread counts as ready."""
+    async def tick(self, *, settle_all: bool = False, deliver: bool = True) -> TickStats:
+        """Pull, claim, evaluate and record, then (with `deliver`) deliver the outbox. With
+        `settle_all`, every turn and thread counts as ready. The long-running worker delivers on a
+        schedule of its own, so deliveries and evaluations do not wait for each other."""
         started = time.perf_counter()
         stats = TickStats()
         for source in self.sources:
@@ -77,7 +79,8 @@ class Pipeline:
             await self._evaluate_all(claims, stats)
             if not settle_all or not claims:
                 break
-        stats.delivery = await self.deliver()
+        if deliver:
+            stats.delivery = await self.deliver()
         if self.telemetry is not None:
             self.telemetry.tick_done(time.perf_counter() - started, time.time())
         return stats

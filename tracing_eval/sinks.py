@@ -50,7 +50,7 @@ async def deliver_outbox(
     sinks: list[Sink],
     now: float,
     max_attempts: int,
-    limit: int = 500,
+    limit: int = 100,
     *,
     lease_seconds: float = 300.0,
     telemetry: Telemetry | None = None,
@@ -68,11 +68,12 @@ async def deliver_outbox(
             rows = await store.pending_outbox(sink.name, now, limit, lease_seconds)
             failures = stats.retried + stats.failed
             for row in rows:
-                mine = await store.renew_outbox(row, now + time.monotonic() - started, lease_seconds)
+                at = now + time.monotonic() - started  # `now` moved on while earlier rows went out
+                mine = await store.renew_outbox(row, at, lease_seconds)
                 if mine is None:  # this batch took longer than the lease: another replica has the row
                     stats.taken_over += 1
                     continue
-                await _deliver_one(store, sink, mine, now, max_attempts, stats, telemetry)
+                await _deliver_one(store, sink, mine, at, max_attempts, stats, telemetry)
             if len(rows) < limit or stats.retried + stats.failed > failures:
                 break
     return stats

@@ -75,7 +75,7 @@ class Telemetry:
         )
         self.tick_duration = Histogram(
             "tracing_eval_tick_duration_seconds",
-            "Duration of one tick (pull, claim, evaluate, deliver).",
+            "Duration of one tick (pull, claim, evaluate, record; `run` delivers in rounds of its own).",
             buckets=TICK_BUCKETS,
             registry=r,
         )

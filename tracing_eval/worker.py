@@ -225,6 +225,7 @@ class Worker:
             pipeline.telemetry = Telemetry()
         self.telemetry: Telemetry = pipeline.telemetry
         self._tick_lock = asyncio.Lock()
+        self._deliver_lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._scheduler: AsyncIOScheduler | None = None
         self._started = time.monotonic()
@@ -237,13 +238,24 @@ class Worker:
                 return None
             self._tick_started = time.monotonic()
             try:
-                return await self.pipeline.tick()
+                return await self.pipeline.tick(deliver=False)
             except Exception:
                 self.telemetry.tick_failures.inc()
                 log.exception("tick failed; the next tick retries")
                 return None
             finally:
                 self._tick_finished = time.monotonic()
+
+    async def deliver(self) -> None:
+        """One delivery round, on its own schedule next to the ticks: a long evaluation does not hold
+        up deliveries, nor a long delivery round the evaluations."""
+        async with self._deliver_lock:
+            if self._stop.is_set():
+                return
+            try:
+                await self.pipeline.deliver()
+            except Exception:
+                log.exception("delivery round failed; the next one retries")
 
     async def scrape(self) -> bytes:
         """`/metrics`: refresh the gauges read from the store, then the Prometheus text."""
@@ -312,11 +324,14 @@ class Worker:
                 loop.add_signal_handler(sig, self.stop)
         scheduler = self._scheduler = AsyncIOScheduler(event_loop=loop)
         tick = self.settings.schedule.tick_seconds
-        scheduler.add_job(
-            self.tick, "interval", seconds=tick, max_instances=1, coalesce=True, misfire_grace_time=max(1, int(tick))
-        )
+        for job in (self.tick, self.deliver):
+            scheduler.add_job(
+                job, "interval", seconds=tick, max_instances=1, coalesce=True, misfire_grace_time=max(1, int(tick))
+            )
         sock = bind(self.settings.http.host, self.settings.http.port)  # health, readiness, metrics; OTLP too
-        cfg = uvicorn.Config(http_app(self.receiver, self), log_level="warning", lifespan="off", access_log=False)
+        cfg = uvicorn.Config(  # log_config=None: uvicorn's own messages go through our log format
+            http_app(self.receiver, self), log_level="warning", log_config=None, lifespan="off", access_log=False
+        )
         server = _Server(cfg)
         server_task = asyncio.create_task(server.serve(sockets=[sock]))
         scheduler.start()
@@ -346,7 +361,7 @@ class Worker:
         lease this worker still holds, so other replicas take those threads over at once."""
 
         async def finish() -> None:
-            async with self._tick_lock:  # wait for an in-flight tick to finish recording
+            async with self._tick_lock, self._deliver_lock:  # wait for the in-flight tick and delivery round
                 await self.pipeline.deliver()
 
         try:

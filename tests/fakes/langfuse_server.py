@@ -112,7 +112,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -708,7 +708,10 @@ class FakeLangfuseServer:
         return None
 
     async def _dispatch(self, request: Request) -> Response:
-        raw = await request.body()
+        try:
+            raw = await request.body()
+        except ClientDisconnect:  # the client died mid-request (e.g. a replica killed on purpose)
+            return Response(status_code=499)
         path, method = request.url.path, request.method
         query = list(request.query_params.multi_items())
         body: Any = None

@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -440,6 +440,8 @@ class FakeOpenAIServer:
             body = await request.json()
         except ValueError:
             body = None
+        except ClientDisconnect:  # the client died mid-request (e.g. a replica killed on purpose)
+            return Response(status_code=499)
         ex = self._record(request, body if isinstance(body, dict) else None)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             ex.status = 400
