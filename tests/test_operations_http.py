@@ -35,8 +35,10 @@ from tests.test_sidecar import LIVENESS_DEADLINE, free_port
 from tracing_eval.config import JudgeSettings, load_settings
 from tracing_eval.judge import JudgeClient
 from tracing_eval.metrics.judged.base import JudgeError
+from tracing_eval.model import Scope, Span, score_result
+from tracing_eval.pipeline import TickStats
 from tracing_eval.store import schema
-from tracing_eval.store.base import Readiness
+from tracing_eval.store.base import IngestBatch, Outgoing, Readiness
 from tracing_eval.store.sql import SqlStore
 from tracing_eval.telemetry import Telemetry
 from tracing_eval.worker import SourcePlan, Worker, build_pipeline, build_store
@@ -398,6 +400,61 @@ async def test_readyz_is_503_and_metrics_still_answer_when_the_store_is_gone(
     assert metrics.status_code == 200
     families = {f.name: f for f in text_string_to_metric_families(metrics.text)}
     assert [s.value for s in families["tracing_eval_store_up"].samples] == [0]
+
+
+async def test_deliveries_go_out_while_a_tick_is_stuck_in_evaluation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker delivers on a schedule of its own: a slow evaluation does not hold up the outbox."""
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(
+        None,
+        store={"url": f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"},
+        schedule={"tick_seconds": 0.2},
+        http={"address": f"127.0.0.1:{free_port()}"},
+    )
+    store = build_store(settings)
+    await store.open()
+    await store.ingest(IngestBatch(spans=[Span(trace_id="a" * 32, span_id="b" * 16, name="chat", start_ns=1)]), 0.0)
+    [claim] = await store.claim("earlier", 1e9, Readiness(0, 0), 10, 30)
+    rows = [
+        Outgoing(f"r{i}", f"trace:{i}", score_result("m", 1.0, threshold=0.5, scope=Scope.THREAD)) for i in range(3)
+    ]
+    await store.record(claim, rows, None, ["hook"], 1e9)
+
+    received: list[str] = []
+
+    class Hook:
+        name = "hook"
+
+        async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+            received.append(payload["result_id"])
+
+    pipeline = build_pipeline(settings, store, SourcePlan(otlp_http=False, files=()), ["local"], complete_files=False)
+    pipeline.sinks = [Hook()]
+    stuck, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_tick(**_: Any) -> TickStats:
+        stuck.set()
+        await release.wait()
+        return TickStats()
+
+    monkeypatch.setattr(pipeline, "tick", slow_tick)
+    worker = Worker(settings, pipeline, None)
+    running = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(stuck.wait(), LIVENESS_DEADLINE)
+        deadline = time.monotonic() + LIVENESS_DEADLINE
+        while len(received) < 3:
+            assert time.monotonic() < deadline and not running.done(), "nothing delivered while the tick was stuck"
+            await asyncio.sleep(0.05)
+        assert not release.is_set() and sorted(received) == ["r0", "r1", "r2"]
+    finally:
+        release.set()
+        worker.stop()
+        await asyncio.wait_for(running, LIVENESS_DEADLINE)
+        await pipeline.close()
+        await store.close()
 
 
 # -- the parts on their own ----------------------------------------------------------------------------

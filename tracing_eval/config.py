@@ -77,7 +77,8 @@ class ScheduleSettings(_Section):
     tick_seconds: float = Field(
         10.0,
         gt=0,
-        description="Interval between ticks (pull, claim, evaluate, record) and between delivery rounds, which run side by side.",
+        description="Interval between ticks (pull, claim, evaluate, record) and between delivery rounds, "
+        "which run side by side.",
     )
     turn_settle_seconds: float = Field(
         60.0, ge=0, description="A turn is ready once its trace has had no new span for this long."
