@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,7 +29,9 @@ class Sink(Protocol):
     name: str
 
     async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
-        """Deliver one outbox payload (`kind` is `result` or `review`); raise on failure."""
+        """Deliver one outbox payload (`kind` is `result` or `review`); raise on failure. A sink may
+        also have `deliver_batch(items)`, taking a list of `(kind, payload)` in one call (all or
+        nothing); the outbox then hands it each batch of rows at once."""
         ...
 
 
@@ -60,56 +63,78 @@ async def deliver_outbox(
     ticks with backoff. On PostgreSQL the rows taken are leased to this replica for `lease_seconds`,
     and each row's lease is renewed just before its delivery (a row whose lease ran out while it
     waited is left to the replica that took it over), so the lease must outlast one delivery, not a
-    batch. Every attempt is counted in `telemetry` when given."""
+    batch. A sink with `deliver_batch` gets each batch in one call. Every attempt is counted in
+    `telemetry` when given."""
     stats = DeliveryStats()
     started = time.monotonic()
     for sink in sinks:
         while True:
             rows = await store.pending_outbox(sink.name, now, limit, lease_seconds)
             failures = stats.retried + stats.failed
-            for row in rows:
-                at = now + time.monotonic() - started  # `now` moved on while earlier rows went out
-                mine = await store.renew_outbox(row, at, lease_seconds)
-                if mine is None:  # this batch took longer than the lease: another replica has the row
-                    stats.taken_over += 1
-                    continue
-                await _deliver_one(store, sink, mine, at, max_attempts, stats, telemetry)
+            batch = getattr(sink, "deliver_batch", None)
+            if batch is not None:  # the whole batch in one call
+                at = now + time.monotonic() - started
+                mine = [r for r in [await _renew(store, row, at, lease_seconds, stats) for row in rows] if r]
+                if mine:
+                    send = batch([(r.kind, r.payload) for r in mine])
+                    await _attempt(store, sink, mine, send, at, max_attempts, stats, telemetry)
+            else:  # row by row, each renewed just before it goes out
+                for row in rows:
+                    at = now + time.monotonic() - started  # `now` moved on while earlier rows went out
+                    if (taken := await _renew(store, row, at, lease_seconds, stats)) is not None:
+                        send = sink.deliver(taken.kind, taken.payload)
+                        await _attempt(store, sink, [taken], send, at, max_attempts, stats, telemetry)
             if len(rows) < limit or stats.retried + stats.failed > failures:
                 break
     return stats
 
 
-async def _deliver_one(
+async def _renew(
+    store: Store, row: OutboxRow, now: float, lease_seconds: float, stats: DeliveryStats
+) -> OutboxRow | None:
+    """The row with this replica's lease renewed, or None when another replica took it over (this
+    batch waited longer than the lease)."""
+    taken = await store.renew_outbox(row, now, lease_seconds)
+    stats.taken_over += taken is None
+    return taken
+
+
+async def _attempt(
     store: Store,
     sink: Sink,
-    row: OutboxRow,
+    rows: list[OutboxRow],
+    send: Awaitable[None],
     now: float,
     max_attempts: int,
     stats: DeliveryStats,
     telemetry: Telemetry | None,
 ) -> None:
+    """Await `send` (the delivery of `rows`) and settle the rows: done, or retried with backoff, or
+    parked after `max_attempts` or a permanent refusal."""
     try:
-        await sink.deliver(row.kind, row.payload)
+        await send
     except Exception as exc:
-        give_up = isinstance(exc, PermanentSinkError) or row.attempts + 1 >= max_attempts
+        refused = isinstance(exc, PermanentSinkError)
         error = redact_url_credentials(f"{type(exc).__name__}: {exc}")  # stored in the outbox row
-        await store.outbox_retry(row.id, error, now + backoff_seconds(row.attempts), give_up)
-        log.warning(
-            "sink delivery failed",
-            sink=sink.name,
-            outbox_id=row.id,
-            kind=row.kind,
-            attempts=row.attempts + 1,
-            gave_up=give_up,
-            error=error,
-        )
-        stats.failed += give_up
-        stats.retried += not give_up
-        if telemetry is not None:
-            outcome = "failed" if give_up else "retried"
-            telemetry.delivery(sink.name, row.kind, outcome, now, refused=isinstance(exc, PermanentSinkError))
+        for row in rows:
+            give_up = refused or row.attempts + 1 >= max_attempts
+            await store.outbox_retry(row.id, error, now + backoff_seconds(row.attempts), give_up)
+            log.warning(
+                "sink delivery failed",
+                sink=sink.name,
+                outbox_id=row.id,
+                kind=row.kind,
+                attempts=row.attempts + 1,
+                gave_up=give_up,
+                error=error,
+            )
+            stats.failed += give_up
+            stats.retried += not give_up
+            if telemetry is not None:
+                telemetry.delivery(sink.name, row.kind, "failed" if give_up else "retried", now, refused=refused)
     else:
-        await store.outbox_done(row.id, now)
-        stats.delivered += 1
+        await store.outbox_done([row.id for row in rows], now)
+        stats.delivered += len(rows)
         if telemetry is not None:
-            telemetry.delivery(sink.name, row.kind, "delivered", now)
+            for row in rows:
+                telemetry.delivery(sink.name, row.kind, "delivered", now)

@@ -173,18 +173,24 @@ class OtlpEvaluationSink:
 
     async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
         """Emit and export one result event; raise when the endpoint did not take it."""
-        if kind != "result":
-            return
-        attributes = event_attributes(payload)
-        context = parent_context(payload.get("anchor") or {})
-        await asyncio.to_thread(self._emit_and_export, attributes, context)
+        await self.deliver_batch([(kind, payload)])
 
-    def _emit_and_export(self, attributes: dict[str, Any], context: Context) -> None:
+    async def deliver_batch(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        """Emit the result events of a batch and export them in one request; raise when the endpoint
+        did not take them (the outbox then retries the whole batch)."""
+        events = [(event_attributes(p), parent_context(p.get("anchor") or {})) for kind, p in items if kind == "result"]
+        if events:
+            await asyncio.to_thread(self._emit_and_export, events)
+
+    def _emit_and_export(self, events: list[tuple[dict[str, Any], Context]]) -> None:
         with self._lock:
-            self._logger.emit(timestamp=time.time_ns(), context=context, event_name=EVENT_NAME, attributes=attributes)
+            for attributes, context in events:
+                self._logger.emit(
+                    timestamp=time.time_ns(), context=context, event_name=EVENT_NAME, attributes=attributes
+                )
             records: Sequence[ReadableLogRecord] = self._capture.take()
-            if not records:
-                raise OtlpExportError("the evaluation event was not emitted (logger disabled)")
+            if len(records) != len(events):
+                raise OtlpExportError("the evaluation events were not emitted (logger disabled)")
             if self._exporter.export(records) is not LogRecordExportResult.SUCCESS:
                 raise OtlpExportError(f"OTLP export to {self.endpoint} failed (see the exporter's log for the status)")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -147,7 +148,7 @@ class Store(Protocol):
         self, sink: str, now: float, limit: int, lease_seconds: float = ...
     ) -> list[OutboxRow]: ...
 
-    async def outbox_done(self, row_id: int, now: float) -> None: ...
+    async def outbox_done(self, row_ids: Sequence[int], now: float) -> None: ...
 
     async def outbox_retry(self, row_id: int, error: str, next_attempt_at: float, give_up: bool) -> None: ...
 

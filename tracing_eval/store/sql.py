@@ -566,13 +566,14 @@ class SqlStore:
             lease = (await conn.execute(renew)).scalar()
         return None if lease is None else replace(row, lease_until=lease)
 
-    async def outbox_done(self, row_id: int, now: float) -> None:
+    async def outbox_done(self, row_ids: Sequence[int], now: float) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(
-                update(t.outbox)
-                .where(t.outbox.c.id == row_id)
-                .values(delivered_at=now, attempts=t.outbox.c.attempts + 1)
-            )
+            for chunk in _chunks(sorted(row_ids)):
+                await conn.execute(
+                    update(t.outbox)
+                    .where(t.outbox.c.id.in_(chunk))
+                    .values(delivered_at=now, attempts=t.outbox.c.attempts + 1)
+                )
 
     async def outbox_retry(self, row_id: int, error: str, next_attempt_at: float, give_up: bool) -> None:
         async with self.engine.begin() as conn:
