@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.sdk.trace import TracerProvider
+from sqlalchemy import func, select, update
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -26,6 +28,7 @@ from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import MetricResult, Scope, Status, not_applicable, score_result
 from tracing_eval.pipeline import Pipeline
 from tracing_eval.sinks import deliver_outbox
+from tracing_eval.store import schema
 from tracing_eval.store.sql import SqlStore
 
 TRACE = "a5dfbdd021205be9837df8ee3732451d"
@@ -332,3 +335,29 @@ async def _turn_roots(store: SqlStore) -> dict[str, list[tuple[str, str]]]:
         roots = [next(s for s in spans if s.parent_id is None) for spans in traces]
         out[key] = [(s.trace_id, s.span_id) for s in sorted(roots, key=lambda s: s.start_ns)]
     return out
+
+
+async def test_a_bad_row_is_parked_alone_and_the_rest_of_its_batch_delivered(
+    collector: tuple[Collector, str], no_otel_env: None, settings: Settings, store: SqlStore
+) -> None:
+    """One payload that cannot become an event refuses its batch for good; the outbox then sends the
+    rows one by one, so only that row is parked."""
+    c, url = collector
+    sink = sink_for(url)
+    source = OtlpFileSource(EXAMPLES / "otel-genai.otlp.jsonl", complete=True)
+    pipeline = Pipeline(store, settings, build_metrics(settings), "test", sources=[source], sinks=[sink])
+    await pipeline.tick(settle_all=True, deliver=False)
+    rows = await store.outbox_backlog()
+    async with store.engine.begin() as conn:
+        first = (await conn.execute(select(func.min(schema.outbox.c.id)))).scalar_one()
+        bad = orjson.dumps({"thread_key": "otlp:x", "result": "not a result"})
+        await conn.execute(update(schema.outbox).where(schema.outbox.c.id == first).values(payload=bad))
+    stats = await deliver_outbox(store, [sink], now=10**10, max_attempts=5)
+    await sink.close()
+    assert (stats.delivered, stats.failed, stats.retried) == (rows - 1, 1, 0)
+    assert len(c.events) == rows - 1 and await store.outbox_backlog() == 0
+    async with store.engine.connect() as conn:
+        [(failed_id, error)] = (
+            await conn.execute(select(schema.outbox.c.id, schema.outbox.c.last_error).where(schema.outbox.c.failed))
+        ).all()
+    assert failed_id == first and "cannot build the evaluation event" in error

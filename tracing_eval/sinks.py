@@ -59,8 +59,8 @@ async def deliver_outbox(
     telemetry: Telemetry | None = None,
 ) -> DeliveryStats:
     """Push every due outbox row to each sink, `limit` rows at a time, until a batch is short or has a
-    failure: a failing sink gets no more batches this time, and its failed rows are retried on later
-    ticks with backoff. On PostgreSQL the rows taken are leased to this replica for `lease_seconds`,
+    failure to retry: a failing sink gets no more batches this time, and its failed rows are retried
+    on later rounds with backoff. On PostgreSQL the rows taken are leased to this replica for `lease_seconds`,
     and each row's lease is renewed just before its delivery (a row whose lease ran out while it
     waited is left to the replica that took it over), so the lease must outlast one delivery, not a
     batch. A sink with `deliver_batch` gets each batch in one call. Every attempt is counted in
@@ -70,7 +70,7 @@ async def deliver_outbox(
     for sink in sinks:
         while True:
             rows = await store.pending_outbox(sink.name, now, limit, lease_seconds)
-            failures = stats.retried + stats.failed
+            retried = stats.retried
             batch = getattr(sink, "deliver_batch", None)
             if batch is not None:  # the whole batch in one call
                 at = now + time.monotonic() - started
@@ -84,7 +84,7 @@ async def deliver_outbox(
                     if (taken := await _renew(store, row, at, lease_seconds, stats)) is not None:
                         send = sink.deliver(taken.kind, taken.payload)
                         await _attempt(store, sink, [taken], send, at, max_attempts, stats, telemetry)
-            if len(rows) < limit or stats.retried + stats.failed > failures:
+            if len(rows) < limit or stats.retried > retried:  # the sink is down: try again next round
                 break
     return stats
 
@@ -110,11 +110,17 @@ async def _attempt(
     telemetry: Telemetry | None,
 ) -> None:
     """Await `send` (the delivery of `rows`) and settle the rows: done, or retried with backoff, or
-    parked after `max_attempts` or a permanent refusal."""
+    parked after `max_attempts` or a permanent refusal. A batch refused for good is tried again row
+    by row, so that one bad row does not take the others down with it."""
     try:
         await send
     except Exception as exc:
         refused = isinstance(exc, PermanentSinkError)
+        if refused and len(rows) > 1:
+            for row in rows:
+                send_one = sink.deliver(row.kind, row.payload)
+                await _attempt(store, sink, [row], send_one, now, max_attempts, stats, telemetry)
+            return
         error = redact_url_credentials(f"{type(exc).__name__}: {exc}")  # stored in the outbox row
         for row in rows:
             give_up = refused or row.attempts + 1 >= max_attempts

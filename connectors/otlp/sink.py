@@ -32,6 +32,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, SpanContext, TraceFlags
 
 from tracing_eval.config import ConfigError, OtlpSinkSettings
+from tracing_eval.sinks import PermanentSinkError
 
 EVENT_NAME = "gen_ai.evaluation.result"
 SCOPE = "tracing-eval"
@@ -178,7 +179,12 @@ class OtlpEvaluationSink:
     async def deliver_batch(self, items: list[tuple[str, dict[str, Any]]]) -> None:
         """Emit the result events of a batch and export them in one request; raise when the endpoint
         did not take them (the outbox then retries the whole batch)."""
-        events = [(event_attributes(p), parent_context(p.get("anchor") or {})) for kind, p in items if kind == "result"]
+        try:
+            events = [
+                (event_attributes(p), parent_context(p.get("anchor") or {})) for kind, p in items if kind == "result"
+            ]
+        except Exception as exc:  # a payload that cannot become an event never will
+            raise PermanentSinkError(f"cannot build the evaluation event: {type(exc).__name__}: {exc}") from exc
         if events:
             await asyncio.to_thread(self._emit_and_export, events)
 
