@@ -19,6 +19,9 @@ log = structlog.get_logger(__name__)
 
 #: The store itself (results table and review queue); needs no outbox.
 LOCAL = "local"
+#: Rows taken at a time for a sink that takes them one by one: a replica that dies leaves no more
+#: than this many waiting for their lease to run out.
+ROW_BY_ROW_TAKE = 10
 
 
 class PermanentSinkError(Exception):
@@ -58,20 +61,21 @@ async def deliver_outbox(
     lease_seconds: float = 300.0,
     telemetry: Telemetry | None = None,
 ) -> DeliveryStats:
-    """Push every due outbox row to each sink, `limit` rows at a time, until a batch is short or has a
-    failure to retry: a failing sink gets no more batches this time, and its failed rows are retried
-    on later rounds with backoff. On PostgreSQL the rows taken are leased to this replica for `lease_seconds`,
-    and each row's lease is renewed just before its delivery (a row whose lease ran out while it
-    waited is left to the replica that took it over), so the lease must outlast one delivery, not a
-    batch. A sink with `deliver_batch` gets each batch in one call. Every attempt is counted in
-    `telemetry` when given."""
+    """Push every due outbox row to each sink until a batch is short or has a failure to retry: a
+    failing sink gets no more batches this time, and its failed rows are retried on later rounds with
+    backoff. A sink with `deliver_batch` gets `limit` rows in one call; the others take
+    ROW_BY_ROW_TAKE rows at a time and get them one by one. On PostgreSQL the rows taken are leased to
+    this replica for `lease_seconds`, and each row's lease is renewed just before its delivery (a row
+    whose lease ran out while it waited is left to the replica that took it over), so the lease must
+    outlast one delivery, not a batch. Every attempt is counted in `telemetry` when given."""
     stats = DeliveryStats()
     started = time.monotonic()
     for sink in sinks:
+        batch = getattr(sink, "deliver_batch", None)
+        take = limit if batch is not None else min(limit, ROW_BY_ROW_TAKE)
         while True:
-            rows = await store.pending_outbox(sink.name, now, limit, lease_seconds)
+            rows = await store.pending_outbox(sink.name, now, take, lease_seconds)
             retried = stats.retried
-            batch = getattr(sink, "deliver_batch", None)
             if batch is not None:  # the whole batch in one call
                 at = now + time.monotonic() - started
                 mine = [r for r in [await _renew(store, row, at, lease_seconds, stats) for row in rows] if r]
@@ -84,7 +88,7 @@ async def deliver_outbox(
                     if (taken := await _renew(store, row, at, lease_seconds, stats)) is not None:
                         send = sink.deliver(taken.kind, taken.payload)
                         await _attempt(store, sink, [taken], send, at, max_attempts, stats, telemetry)
-            if len(rows) < limit or stats.retried > retried:  # the sink is down: try again next round
+            if len(rows) < take or stats.retried > retried:  # the sink is down: try again next round
                 break
     return stats
 
