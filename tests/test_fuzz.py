@@ -1,7 +1,8 @@
 """Property-based fuzzing (hypothesis) of the OTLP decoders, the convention extractors and turn assembly.
 
 Deterministic and bounded: `derandomize=True`, no example database, a fixed number of examples per
-property (EXAMPLES), so a run costs a few seconds and fails the same way every time.
+property (EXAMPLES), so a run costs a few seconds and fails the same way every time. `bench/bad_input.py`
+runs the same properties with many more examples (`FUZZ_EXAMPLES`).
 
 - The decoders (`decompress`, `decode_traces`, `decode_logs`, `decode_json_line`) raise nothing but
   `OtlpDecodeError`, on arbitrary bytes and on structured mutations of SDK-encoded payloads (byte
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -44,7 +46,7 @@ from tracing_eval.conventions import genai, langfuse, messages, openinference, t
 from tracing_eval.ingest import make_batch
 from tracing_eval.model import Message, Span, SpanEvent, Thread, Turn
 
-EXAMPLES = 150
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     derandomize=True,
