@@ -49,21 +49,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine, table, write_json  # noqa: E402
 
+from tracing_eval.config import DETERMINISTIC_PACK  # noqa: E402
+
 DATASET = REPO.parent / "shared" / "datasets" / "tau_airline_gpt4o.jsonl"
 ADMIN_URL = os.environ.get("PG_BENCH_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 #: Deterministic pack plus three judged thread metrics: a few judge calls per thread.
-METRICS = [
-    "repetition",
-    "reask",
-    "refusal_loop",
-    "tool_errors",
-    "user_friction",
-    "response_hygiene",
-    "thread_stats",
-    "completeness",
-    "conversational_flow",
-    "role_adherence",
-]
+METRICS = [*DETERMINISTIC_PACK, "completeness", "conversational_flow", "role_adherence"]
 
 
 def log(msg: str) -> None:

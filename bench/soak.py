@@ -67,6 +67,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
+import replicas  # noqa: E402
 from common import REPO, machine, table, write_json  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http import Compression  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
@@ -85,10 +86,7 @@ FOREIGN = ("TRACING_EVAL_", "OPENAI_", "LANGFUSE_", "OTEL_")
 SYSTEM = "You are the support assistant of an online shop. Be brief and precise."
 #: The deterministic pack and three judged thread metrics (as bench/replicas.py): a few judge calls a
 #: thread. The product's whole list (`--metrics all`) does not keep up with 100 spans/s on 2 cores.
-METRICS = (
-    "repetition,reask,refusal_loop,tool_errors,user_friction,response_hygiene,thread_stats,"
-    "completeness,conversational_flow,role_adherence"
-)
+METRICS = ",".join(replicas.METRICS)
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
 
 
