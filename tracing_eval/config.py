@@ -102,9 +102,10 @@ class ReceiverSettings(_Section):
         description="How long a request body may take to arrive; a slower one is answered 408 and holds nothing.",
     )
     grpc_address: str | None = Field(
-        None,
-        description="HOST:PORT of the OTLP/gRPC receiver (e.g. 127.0.0.1:4317), next to OTLP/HTTP when the "
-        "receiver is on; unset: no gRPC.",
+        "127.0.0.1:4317",
+        description="HOST:PORT of the OTLP/gRPC receiver, served next to OTLP/HTTP whenever the receiver is on; "
+        "empty: no gRPC. If the default address is taken, gRPC stays off with a warning; an address set "
+        "explicitly must be free.",
     )
 
     @field_validator("grpc_address")

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import structlog
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from connectors.otlp.decode import (
     Decoded,
@@ -143,6 +145,21 @@ class Accepted:
     threads: int = 0
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
+
+
+def export_response(signal: str, accepted: Accepted) -> ExportTraceServiceResponse | ExportLogsServiceResponse:
+    """The OTLP answer to an accepted request, with `partial_success` when anything was rejected."""
+    if signal == "traces":
+        resp: ExportTraceServiceResponse | ExportLogsServiceResponse = ExportTraceServiceResponse()
+        if accepted.rejected:
+            resp.partial_success.rejected_spans = accepted.rejected
+    else:
+        resp = ExportLogsServiceResponse()
+        if accepted.rejected:
+            resp.partial_success.rejected_log_records = accepted.rejected
+    if accepted.rejected:
+        resp.partial_success.error_message = "; ".join(accepted.errors[:5])
+    return resp
 
 
 @dataclass

@@ -27,14 +27,12 @@ from collections.abc import Callable, Iterable
 
 from google.protobuf import json_format
 from google.rpc import status_pb2
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from connectors.otlp.decode import JSON, PROTOBUF, OtlpDecodeError, media_type
-from connectors.otlp.intake import REJECT_REASONS, Accepted, Intake, Refusal, Reservation
+from connectors.otlp.intake import REJECT_REASONS, Intake, Refusal, Reservation, export_response
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.store.base import Store
 from tracing_eval.telemetry import Telemetry
@@ -61,21 +59,6 @@ def _body(mt: str, message: object) -> bytes:
     if mt == JSON:
         return json_format.MessageToJson(message, indent=None).encode()  # type: ignore[arg-type]
     return message.SerializeToString()  # type: ignore[attr-defined]
-
-
-def export_response(signal: str, accepted: Accepted) -> ExportTraceServiceResponse | ExportLogsServiceResponse:
-    """The OTLP answer to an accepted request, with `partial_success` when anything was rejected."""
-    if signal == "traces":
-        resp: ExportTraceServiceResponse | ExportLogsServiceResponse = ExportTraceServiceResponse()
-        if accepted.rejected:
-            resp.partial_success.rejected_spans = accepted.rejected
-    else:
-        resp = ExportLogsServiceResponse()
-        if accepted.rejected:
-            resp.partial_success.rejected_log_records = accepted.rejected
-    if accepted.rejected:
-        resp.partial_success.error_message = "; ".join(accepted.errors[:5])
-    return resp
 
 
 class OtlpReceiver:
