@@ -127,9 +127,7 @@ async def test_the_store_refusing_data_is_classified_and_isolated_to_the_spans_a
 
 
 async def test_source_progress_is_written_after_an_isolated_batch(store: SqlStore) -> None:
-    batch = IngestBatch(
-        spans=[span("a", "1"), span("b", "2", start_ns=2**63)], source_state={"otlp-file:/x": "1234"}
-    )
+    batch = IngestBatch(spans=[span("a", "1"), span("b", "2", start_ns=2**63)], source_state={"otlp-file:/x": "1234"})
     out = await store_isolating(store, batch, 1.0)
     assert (out.stats.spans, out.refused_spans) == (1, 1)
     assert await store.get_source_state("otlp-file:/x") == "1234"

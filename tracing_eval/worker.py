@@ -441,7 +441,9 @@ class Worker:
                 self.pipeline.store.release_owned(self.pipeline.owner), RELEASE_TIMEOUT_SECONDS
             )
         except Exception as exc:  # a timeout too
-            log.error("could not give back leases; they expire after lease_seconds", error=f"{type(exc).__name__}: {exc}")
+            log.error(
+                "could not give back leases; they expire after lease_seconds", error=f"{type(exc).__name__}: {exc}"
+            )
         else:
             if released:
                 log.info("gave back leases", threads=released)

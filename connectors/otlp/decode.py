@@ -59,9 +59,7 @@ class Decoded:
 _FIRST_FEED, _MAX_FEED = 64, 1 << 20
 
 
-def decompress(
-    body: bytes, encoding: str | None, limit: int, reserve: Callable[[int], None] | None = None
-) -> bytes:
+def decompress(body: bytes, encoding: str | None, limit: int, reserve: Callable[[int], None] | None = None) -> bytes:
     """Undo `Content-Encoding` (gzip, deflate or none), refusing more than `limit` bytes. Linear in the
     body's size, whatever its members look like. `reserve(n)` is called for every n bytes inflated
     (it may raise to stop); a body without encoding is returned as it is."""

@@ -315,26 +315,32 @@ class Intake:
     async def export(
         self, signal: str, body: bytes, encoding: str | None, mt: str, held: Reservation, *, transport: str
     ) -> Accepted:
-        """Store a complete request body (held in `held`): raises `Refusal`, else what was stored."""
+        """Store a complete request body (held in `held`): raises `Refusal`, else what was stored. Pass
+        the body without keeping a reference: a compressed body is dropped (and given back to the
+        budget) once it is inflated."""
         if self._pending >= self.settings.max_pending_requests:
             raise Refusal("overloaded", "too many requests in progress; retry later")
         self._pending += 1
+        box = [body]  # the only reference from here on, so the decode thread can let go of it
+        del body
         try:
-            return await self._export(signal, body, encoding, mt, held, transport)
+            return await self._export(signal, box, encoding, mt, held, transport)
         finally:
             self._pending -= 1
 
     async def _export(
-        self, signal: str, body: bytes, encoding: str | None, mt: str, held: Reservation, transport: str
+        self, signal: str, box: list[bytes], encoding: str | None, mt: str, held: Reservation, transport: str
     ) -> Accepted:
         limit = self.settings.max_body_bytes
         parse = parse_traces if signal == "traces" else parse_logs
         chunks = span_chunks if signal == "traces" else log_chunks
 
         def decode() -> Iterator[Decoded]:
+            body = box.pop()
             plain = decompress(body, encoding, limit, reserve=held.take)
             if plain is not body:
                 held.give(len(body))  # the compressed body is dropped once it is inflated
+            del body
             return chunks(parse(plain, mt), CHUNK_SPANS)
 
         try:
@@ -343,7 +349,6 @@ class Intake:
             raise Refusal("too_large", str(exc)) from None
         except OtlpDecodeError as exc:
             raise Refusal("bad_payload", str(exc)) from None
-        del body
         out = Accepted()
         while (batch := await self._off_loop(self._next_batch, pieces, out)) is not None:
             if batch.spans or batch.events:

@@ -182,7 +182,8 @@ class SqlStore:
                 rows = [  # in key order: concurrent ingests on PostgreSQL lock rows in one order, no deadlock
                     {"trace_id": s.trace_id, "span_id": s.span_id, "data": pydantic_core.to_json(s), "received_at": now}
                     for s in sorted(
-                        {(s.trace_id, s.span_id): s for s in batch.spans}.values(), key=lambda s: (s.trace_id, s.span_id)
+                        {(s.trace_id, s.span_id): s for s in batch.spans}.values(),
+                        key=lambda s: (s.trace_id, s.span_id),
                     )
                 ]
                 ins = self._insert(t.spans)
