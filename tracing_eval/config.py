@@ -54,8 +54,8 @@ def _host_port(v: str) -> str:
 
 
 #: Defaults of the receiver's size limits (docs/reliability.md derives the memory limit from them)
-MAX_BODY_BYTES = 64 * 1024 * 1024
-MAX_INFLIGHT_BYTES = 128 * 1024 * 1024
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 
 
 class ReceiverSettings(_Section):
@@ -93,8 +93,8 @@ class ReceiverSettings(_Section):
         gt=0,
         description="Memory budget of the receivers: bytes of request bodies held at once, as read and as "
         "decompressed, over all requests. A request that would pass it is answered 503 with Retry-After. Peak "
-        "memory is about the idle worker plus a few times this (docs/reliability.md, sizing); at least "
-        "max_body_bytes.",
+        "memory is at most about the idle worker plus 6.5 times this (docs/reliability.md, Sizing); at least "
+        "twice max_body_bytes.",
     )
     body_timeout_seconds: float = Field(
         30.0,
@@ -115,10 +115,11 @@ class ReceiverSettings(_Section):
 
     @model_validator(mode="after")
     def _budget_holds_a_request(self) -> ReceiverSettings:
-        if self.max_inflight_bytes < self.max_body_bytes:
+        if self.max_inflight_bytes < 2 * self.max_body_bytes:
             raise ValueError(
-                f"max_inflight_bytes ({self.max_inflight_bytes}) must be at least max_body_bytes "
-                f"({self.max_body_bytes}), or a request of the largest size could never be taken"
+                f"max_inflight_bytes ({self.max_inflight_bytes}) must be at least twice max_body_bytes "
+                f"({self.max_body_bytes}): a compressed request of the largest size holds its body and what "
+                "it inflates to at once, and must fit"
             )
         return self
 
