@@ -240,13 +240,15 @@ class SqlStore:
             res = await conn.execute(select(t.traces).where(t.traces.c.trace_id.in_(chunk)))
             existing.update({r.trace_id: r for r in res})
 
-        trace_rows, touched, moved = [], {}, set()
+        trace_rows: list[dict[str, Any]] = []
+        touched: dict[str, str | None] = {}
+        moved: dict[str, str] = {}  # thread a trace left -> thread it joined
         for tid in span_traces:
             old = existing.get(tid)
             conv = (old.conversation_id if old is not None else None) or batch.conversations.get(tid)
             key = thread_key(batch.source, conv, tid)
             if old is not None and old.thread_key != key:
-                moved.add(old.thread_key)
+                moved[old.thread_key] = key
             start = min((x for x in (starts[tid], old.start_ns if old is not None else 0) if x), default=0)
             trace_rows.append(
                 {
@@ -310,13 +312,72 @@ class SqlStore:
                 ),
                 rows,
             )
-        for key in moved - touched.keys():  # a trace joined its conversation: drop the stand-alone thread
+        for key, into in sorted(moved.items()):  # a trace joined its conversation: drop the stand-alone thread
+            if key in touched:
+                continue
             still_used = (
                 await conn.execute(select(func.count()).select_from(t.traces).where(t.traces.c.thread_key == key))
             ).scalar()
             if not still_used:
                 await conn.execute(delete(t.threads).where(t.threads.c.key == key))
+                await self._supersede(conn, key, into, now)
         return len(touched)
+
+    async def _supersede(self, conn: AsyncConnection, key: str, into: str, now: float) -> None:
+        """Thread `key` merged into `into`: its results leave `results`, deliveries of them not yet made
+        are dropped, every sink that had them gets a `retract` row (due once any delivery of them in
+        progress on another replica has had its lease), and its review items are superseded."""
+        ob, rs = t.outbox.c, t.results.c
+        ids = list((await conn.execute(select(rs.id, rs.metric, rs.target).where(rs.thread_key == key))).all())
+        retract: dict[tuple[str, str], float] = {}
+        about = {r.id: {"metric": r.metric, "target": r.target} for r in ids}
+        for chunk in _chunks([r.id for r in ids]):
+            rows = await conn.execute(
+                select(ob.sink, ob.ref, ob.delivered_at, ob.next_attempt_at).where(
+                    ob.kind == "result", ob.ref.in_(chunk)
+                )
+            )
+            for sink, ref, delivered_at, next_attempt_at in rows:
+                due = now if delivered_at is not None else max(now, next_attempt_at)
+                retract[(sink, ref)] = max(due, retract.get((sink, ref), now))
+            await conn.execute(
+                delete(t.outbox).where(
+                    ob.kind == "result", ob.ref.in_(chunk), ob.delivered_at.is_(None), ob.failed.is_(False)
+                )
+            )
+            await conn.execute(delete(t.results).where(rs.id.in_(chunk)))
+        if retract:
+            await conn.execute(
+                self._insert(t.outbox).on_conflict_do_nothing(),
+                [
+                    {
+                        "sink": sink,
+                        "kind": "retract",
+                        "ref": ref,
+                        "digest": "-",
+                        "payload": orjson.dumps(
+                            {"result_id": ref, "thread_key": key, "merged_into": into, **about[ref]}
+                        ),
+                        "created_at": now,
+                        "next_attempt_at": due,
+                    }
+                    for (sink, ref), due in sorted(retract.items())
+                ],
+            )
+        rv = t.review_items.c
+        versions = (await conn.execute(select(rv.thread_version).where(rv.thread_key == key))).scalars()
+        refs = [f"{key}@{v}" for v in versions]
+        await conn.execute(
+            update(t.review_items)
+            .where(rv.thread_key == key, rv.status.in_(("open", "forwarded")))
+            .values(status="superseded", resolved_at=now, resolution=f"merged into {into}")
+        )
+        for chunk in _chunks(refs):
+            await conn.execute(
+                delete(t.outbox).where(
+                    ob.kind == "review", ob.ref.in_(chunk), ob.delivered_at.is_(None), ob.failed.is_(False)
+                )
+            )
 
     async def get_source_state(self, name: str) -> str | None:
         async with self.engine.connect() as conn:
