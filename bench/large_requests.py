@@ -6,11 +6,13 @@
 Starts `tracing-eval run --source otlp-http` (SQLite, evaluation held off so only the receiver works)
 and, per scenario, polls `/healthz` every 50 ms from another thread while the requests run:
 
-- `single`: one OTLP/protobuf request of `--spans` minimal spans (1,000,000: about 30 MiB);
+- `single`: one OTLP/protobuf request of `--spans` minimal spans (default: as many as fit in
+  `max_body_bytes`, about 800,000 for 32 MiB);
 - `members`: gzip of 1,000 zero bytes repeated as 32,000 members (906 KiB, 32 MB inflated; 413 with
   the default limit once inflated past it, but it must be inflated first);
-- `concurrent`: `--requests` requests at once, each of minimal spans gzip-compressed to the largest
-  body the receiver takes (`max_body_bytes` once inflated); refused ones are not resent.
+- `concurrent`: `--requests` requests at once, each of minimal spans up to the largest body the
+  receiver takes (`max_body_bytes` once inflated), gzip-compressed; refused ones are not resent;
+- `concurrent-plain`: the same without compression (the bodies themselves fill the budget).
 
 Reports, per scenario: the answers, the slowest `/healthz` answer, and the sidecar's peak RSS (VmHWM of
 the process, which only grows: run one scenario per sidecar, as this script does). Figures go to
@@ -158,8 +160,9 @@ def post_all(base: str, bodies: list[tuple[bytes, dict[str, str]]]) -> tuple[lis
 
 def scenario(name: str, args: argparse.Namespace, settings: ReceiverSettings) -> dict[str, Any]:
     if name == "single":
-        bodies = [(minimal_spans(args.spans), PB)]
-        what = f"1 request of {args.spans:,} minimal spans ({len(bodies[0][0]) / 2**20:.1f} MiB protobuf)"
+        n = args.spans or spans_for(settings.max_body_bytes - 64 * 1024)
+        bodies = [(minimal_spans(n), PB)]
+        what = f"1 request of {n:,} minimal spans ({len(bodies[0][0]) / 2**20:.1f} MiB protobuf)"
     elif name == "members":
         body = gzip.compress(b"\0" * 1000, mtime=0) * 32_000
         bodies = [(body, {**PB, "content-encoding": "gzip"})]
@@ -167,12 +170,16 @@ def scenario(name: str, args: argparse.Namespace, settings: ReceiverSettings) ->
     else:
         n = spans_for(settings.max_body_bytes - 64 * 1024)
         plain = minimal_spans(n)
-        body = gzip.compress(plain, compresslevel=6, mtime=0)
-        bodies = [(body, {**PB, "content-encoding": "gzip"})] * args.requests
-        what = (
-            f"{args.requests} requests at once, each {n:,} minimal spans: {len(plain) / 2**20:.1f} MiB "
-            f"inflated, {len(body) / 2**20:.1f} MiB gzip"
-        )
+        if name == "concurrent":
+            body = gzip.compress(plain, compresslevel=6, mtime=0)
+            bodies = [(body, {**PB, "content-encoding": "gzip"})] * args.requests
+            what = (
+                f"{args.requests} requests at once, each {n:,} minimal spans: {len(plain) / 2**20:.1f} MiB "
+                f"inflated, {len(body) / 2**20:.1f} MiB gzip"
+            )
+        else:
+            bodies = [(plain, PB)] * args.requests
+            what = f"{args.requests} requests at once, each {n:,} minimal spans: {len(plain) / 2**20:.1f} MiB plain"
     with tempfile.TemporaryDirectory(prefix="large-requests-") as tmp:
         car = Sidecar(Path(tmp), args.env)
         watch = HealthWatch(car.base)
@@ -205,8 +212,8 @@ def scenario(name: str, args: argparse.Namespace, settings: ReceiverSettings) ->
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenario", choices=["single", "members", "concurrent", "all"], default="all")
-    ap.add_argument("--spans", type=int, default=1_000_000, help="spans in the `single` request")
+    ap.add_argument("--scenario", choices=["single", "members", "concurrent", "concurrent-plain", "all"], default="all")
+    ap.add_argument("--spans", type=int, default=0, help="spans in the `single` request (0: as many as fit)")
     ap.add_argument("--requests", type=int, default=48, help="requests sent at once in `concurrent`")
     ap.add_argument("--set", action="append", default=[], metavar="ENV=VALUE", help="extra sidecar environment")
     args = ap.parse_args()
@@ -214,7 +221,7 @@ def main() -> None:
     settings = ReceiverSettings(
         **{k.removeprefix("TRACING_EVAL_RECEIVER__").lower(): v for k, v in args.env.items() if "RECEIVER__" in k}
     )
-    names = ["single", "members", "concurrent"] if args.scenario == "all" else [args.scenario]
+    names = ["single", "members", "concurrent", "concurrent-plain"] if args.scenario == "all" else [args.scenario]
     runs = [scenario(name, args, settings) for name in names]
     print(
         table(

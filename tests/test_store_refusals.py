@@ -141,3 +141,8 @@ async def test_a_store_that_is_down_is_not_mistaken_for_bad_data(store: SqlStore
         await broken.ingest(IngestBatch(spans=[span("a", "1")]), 1.0)
     await broken.close()
     assert not isinstance(exc.value, IngestRefused) and refused_by_data(exc.value) is None
+
+
+async def test_sql_parameters_never_reach_error_messages(store: SqlStore) -> None:
+    """Span data and conversation ids stay out of logged store errors (PostgreSQL printed them)."""
+    assert store.engine.sync_engine.hide_parameters is True

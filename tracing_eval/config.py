@@ -93,7 +93,7 @@ class ReceiverSettings(_Section):
         gt=0,
         description="Memory budget of the receivers: bytes of request bodies held at once, as read and as "
         "decompressed, over all requests. A request that would pass it is answered 503 with Retry-After. Peak "
-        "memory is at most about the idle worker plus 6.5 times this (docs/reliability.md, Sizing); at least "
+        "memory is at most about the idle worker plus 7 times this (docs/reliability.md, Sizing); at least "
         "twice max_body_bytes.",
     )
     body_timeout_seconds: float = Field(
