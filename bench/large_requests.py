@@ -38,31 +38,13 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans  # noqa: E402
-from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan  # noqa: E402
 
 from bench.common import machine, table, write_json  # noqa: E402
+from tests.otlp_payloads import minimal_spans  # noqa: E402
 from tests.sidecar_process import clean_env, free_port  # noqa: E402
 from tracing_eval.config import ReceiverSettings  # noqa: E402
 
 PB = {"content-type": "application/x-protobuf"}
-
-
-def minimal_spans(n: int, seed: int = 0) -> bytes:
-    """`n` spans with ids, a one-letter name and a start time: the most spans per byte of protobuf."""
-    spans = [
-        PbSpan(
-            trace_id=(seed * 10**9 + i // 10 + 1).to_bytes(16, "big"),
-            span_id=(seed * 10**9 + i + 1).to_bytes(8, "big"),
-            name="s",
-            start_time_unix_nano=1_767_225_600_000_000_000 + i,
-        )
-        for i in range(n)
-    ]
-    return ExportTraceServiceRequest(
-        resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]
-    ).SerializeToString()
 
 
 def spans_for(size: int) -> int:

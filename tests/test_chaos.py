@@ -34,9 +34,11 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.parametrize("transport", ["http", "grpc"])
 def test_replicas_killed_at_random_moments_leave_every_score_exactly_once(
-    reference: chaos.Outcome, pg_url: str, tmp_path: Path
+    reference: chaos.Outcome, pg_url: str, tmp_path: Path, transport: str
 ) -> None:
+    """Over OTLP/HTTP and over OTLP/gRPC: an acknowledgement on either is as durable."""
     plan = chaos.Plan(
         threads=THREADS,
         replicas=2,
@@ -45,31 +47,12 @@ def test_replicas_killed_at_random_moments_leave_every_score_exactly_once(
         max_kills=6,
         min_uptime=2.5,
         load_seconds=5,
+        transport=transport,
     )
     got = chaos.run(plan, tmp_path)
     assert got.kills == 6 and got.exits[-9] == 6, got.summary()
     assert chaos.compare(reference, got) == [], got.summary()
     assert got.outbox["failed"] == 0 and sum(got.score_writes.values()) >= len(got.scores)
-
-
-def test_replicas_killed_while_receiving_over_grpc_lose_nothing(
-    reference: chaos.Outcome, pg_url: str, tmp_path: Path
-) -> None:
-    """The same crash proof with the conversations sent over OTLP/gRPC: an OK answer is as durable as a 200."""
-    plan = chaos.Plan(
-        threads=THREADS,
-        replicas=2,
-        store_url=pg_url,
-        kill_interval=(0.5, 1.5),
-        max_kills=4,
-        min_uptime=2.5,
-        load_seconds=5,
-        transport="grpc",
-    )
-    got = chaos.run(plan, tmp_path)
-    assert got.kills == 4 and got.exits[-9] == 4, got.summary()
-    assert chaos.compare(reference, got) == [], got.summary()
-    assert got.outbox["failed"] == 0
 
 
 def test_a_faulty_langfuse_and_judge_end_with_everything_delivered_or_recorded_as_an_error(

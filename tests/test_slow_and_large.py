@@ -28,14 +28,11 @@ import httpx
 import pytest
 import uvicorn
 from google.rpc import status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
-from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from connectors.otlp import decode
 from connectors.otlp.receiver import OtlpReceiver
 from tests.conftest import BACKENDS
-from tests.otlp_payloads import genai_turn_spans, trace_request
+from tests.otlp_payloads import genai_turn_spans, minimal_spans, trace_request
 from tracing_eval import worker
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.store.sql import SqlStore
@@ -43,21 +40,6 @@ from tracing_eval.store.sql import SqlStore
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 PB = {"content-type": "application/x-protobuf"}
 LIVENESS_SECONDS = 120.0
-
-
-def minimal_spans(n: int, seed: int = 0) -> bytes:
-    """`n` spans of ten per trace, with nothing but ids, a name and a start: the most spans per byte."""
-    spans = [
-        PbSpan(
-            trace_id=(seed * 10**9 + i // 10 + 1).to_bytes(16, "big"),
-            span_id=(seed * 10**9 + i + 1).to_bytes(8, "big"),
-            name="s",
-            start_time_unix_nano=1_767_225_600_000_000_000 + i,
-        )
-        for i in range(n)
-    ]
-    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
-    return request.SerializeToString()
 
 
 def turn(conversation: str) -> bytes:

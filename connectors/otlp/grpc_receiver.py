@@ -33,11 +33,11 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from connectors.otlp.decode import PROTOBUF
-from connectors.otlp.intake import Intake, Refusal, export_response
+from connectors.otlp.intake import TRANSPORTS, Intake, Refusal, export_response
 from tracing_eval.config import ReceiverSettings
 
 #: The `source` label of what this receiver stores, in the telemetry
-TELEMETRY_SOURCE = "otlp-grpc"
+TELEMETRY_SOURCE = TRANSPORTS[1]
 TRACE_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
 LOGS_SERVICE = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
 CODES = {

@@ -50,6 +50,8 @@ from tracing_eval.telemetry import Telemetry
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
+#: The `source` labels of what the receivers store, in the telemetry
+TRANSPORTS = ("otlp-http", "otlp-grpc")
 #: Why a request is refused (or, `partial`, answered with some spans rejected)
 REJECT_REASONS = (
     "unsupported_media_type",

@@ -32,7 +32,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from connectors.otlp.decode import JSON, PROTOBUF, OtlpDecodeError, media_type
-from connectors.otlp.intake import REJECT_REASONS, Intake, Refusal, Reservation, export_response
+from connectors.otlp.intake import (
+    REJECT_REASONS,
+    TRANSPORTS,
+    Intake,
+    OutboxBacklog,
+    ReceiverCounters,
+    Refusal,
+    Reservation,
+    export_response,
+)
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.store.base import Store
 from tracing_eval.telemetry import Telemetry
@@ -40,7 +49,7 @@ from tracing_eval.telemetry import Telemetry
 __all__ = ["REJECT_REASONS", "TELEMETRY_SOURCE", "OtlpReceiver", "export_response"]
 
 #: The `source` label of what this receiver stores, in the telemetry
-TELEMETRY_SOURCE = "otlp-http"
+TELEMETRY_SOURCE = TRANSPORTS[0]
 #: HTTP status and google.rpc code per refusal reason
 STATUS = {
     "unauthorized": (401, 16),
@@ -84,15 +93,15 @@ class OtlpReceiver:
             clock=clock,
             telemetry=telemetry,
             sinks=sinks,
-            transports=[TELEMETRY_SOURCE, "otlp-grpc"],
+            transports=TRANSPORTS,
         )
 
     @property
-    def counters(self):  # type: ignore[no-untyped-def]
+    def counters(self) -> ReceiverCounters:
         return self.intake.counters
 
     @property
-    def backlog(self):  # type: ignore[no-untyped-def]
+    def backlog(self) -> OutboxBacklog:
         return self.intake.backlog
 
     @property
