@@ -18,9 +18,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tracing_eval import logging as te_logging
 from tracing_eval.config import ConfigError, Settings, load_settings
-from tracing_eval.evaluate import evaluate_all
 from tracing_eval.metrics.catalogue import build_metrics
-from tracing_eval.report import metric_means, regressions, results_table, review_table, thread_record
+from tracing_eval.report import (
+    error_lines,
+    metric_means,
+    metrics_table,
+    results_table,
+    review_table,
+    thread_record,
+)
 from tracing_eval.store.sql import SqlStore, StoreError
 from tracing_eval.transcripts import TranscriptError, thread_from_json_line
 
@@ -64,9 +70,13 @@ def config_option(fn: F) -> F:
     )(fn)
 
 
-def _settings(config_path: Path | None, **overrides: Any) -> Settings:
+def _settings(config_path: Path | None, *, quiet: bool = False, **overrides: Any) -> Settings:
+    """Settings, with logging configured; `quiet` commands log warnings and up unless a level is set."""
     settings = load_settings(config_path, **overrides)
-    te_logging.configure(settings.logging.level, settings.logging.format)
+    level = settings.logging.level
+    if quiet and "level" not in settings.logging.model_fields_set:
+        level = "warning"
+    te_logging.configure(level, settings.logging.format)
     return settings
 
 
@@ -243,11 +253,20 @@ def _read_threads(path: Path, bad: list[str]) -> Iterator[Any]:
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl"]), default="table", show_default=True)
 @click.option(
+    "--runs",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Evaluate the file this many times (judge answers are not reused across runs); means, std devs and "
+    "pass/fail are over all runs.",
+)
+@click.option(
     "--out",
     "out_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write JSON lines here (usable as --baseline).",
+    help="Also write the results here: a .json name gets the baseline summary (per-metric means, std devs, "
+    "coverage, per-thread pass/fail by run), any other name JSON lines. Both work as --baseline.",
 )
 @click.option(
     "--baseline",
@@ -262,57 +281,118 @@ def _read_threads(path: Path, bad: list[str]) -> Iterator[Any]:
     show_default=True,
     help="Allowed drop of a metric's dataset mean below the baseline.",
 )
+@click.option(
+    "--coverage-tolerance",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Allowed drop of a metric's coverage (scored / applicable results) below the baseline.",
+)
 @friendly_errors
 def eval_cmd(
     file: Path,
     config_path: Path | None,
     metric_names: str | None,
     fmt: str,
+    runs: int,
     out_path: Path | None,
     baseline: Path | None,
     tolerance: float,
+    coverage_tolerance: float,
 ) -> None:
-    """Evaluate transcripts (JSON lines: {"thread_id", "turns": [messages]}) without a store."""
-    settings = _settings(config_path)
+    """Evaluate transcripts (JSON lines: {"thread_id", "turns": [messages]}) without a store.
+
+    Exit codes: 0 done (and the gate passed), 1 the gate failed, 2 bad input, options or baseline,
+    3 the judge cannot be used (unreachable, refused, or not configured for a judged metric).
+    """
+    from tracing_eval import gate
+    from tracing_eval.offline import NO_JUDGE, JudgeUnavailable
+
+    settings = _settings(config_path, quiet=True)
     names = [n.strip() for n in metric_names.split(",") if n.strip()] if metric_names else None
     metrics = build_metrics(settings, names)
+    try:
+        base = gate.load_baseline(baseline.read_bytes(), str(baseline)) if baseline else None
+    except gate.BaselineError as exc:
+        _fail(str(exc))
     bad: list[str] = []
     threads = list(_read_threads(file, bad))
-    records = asyncio.run(_eval_threads(settings, metrics, threads))
-    lines = b"".join(orjson.dumps(r) + b"\n" for r in records)
-    if out_path:
-        out_path.write_bytes(lines)
-    if fmt == "jsonl":
-        sys.stdout.buffer.write(lines)
-    elif fmt == "json":
-        sys.stdout.buffer.write(
-            orjson.dumps({"threads": records, "means": metric_means(records)}, option=orjson.OPT_INDENT_2) + b"\n"
+    if base is not None and not base.thread_ids & {t.key for t in threads}:
+        _fail(gate.unrelated(base, str(file)))
+    try:
+        done = asyncio.run(_evaluate(settings, metrics, threads, runs, explicit=names is not None))
+    except JudgeUnavailable as exc:
+        _fail(str(exc), code=3)
+    if done.judge_skipped:
+        err().print(NO_JUDGE)
+    records = [{**r, "run": i} if runs > 1 else r for i, run in enumerate(done.runs, 1) for r in run]
+    current = gate.RunSet([gate.run_of(run) for run in done.runs], str(file))
+    _write_eval_output(fmt, file, records, current)
+    if out_path and done.judge_problem is None:
+        _write_eval_out(out_path, records, current, file)
+    causes = gate.errors_by_cause(records)
+    if causes:
+        for line in error_lines(causes, gate.result_count(records)):
+            err().print(escape(line))
+    if done.usage is not None:
+        u = done.usage
+        err().print(
+            f"judge: {u.calls} calls, {u.cache_hits} cached, {done.retries} retries, "
+            f"{u.input_tokens + u.output_tokens} tokens"
         )
-    else:
-        out().print(results_table(records, title=f"{file.name}: {len(records)} threads", width=out().width))
-        out().print("dataset means: " + ", ".join(f"{k}={v:.3f}" for k, v in metric_means(records).items()))
-    sys.stdout.flush()
-    if baseline is not None:
-        base = [orjson.loads(x) for x in baseline.read_bytes().splitlines() if x.strip()]
-        failed = regressions(metric_means(records), metric_means(base), tolerance)
-        for line in failed:
-            err().print(f"[bold red]regression[/bold red] {line}")
-        if failed:
-            sys.exit(1)
-        err().print(f"no metric fell more than {tolerance} below the baseline")
+    if done.judge_problem is not None:
+        not_written = f" ({out_path} not written)" if out_path else ""
+        _fail(f"judge unusable: {done.judge_problem}{not_written}", code=3)
+    report = gate.compare(current, base, tolerance, coverage_tolerance) if base is not None else None
+    if report is not None:
+        for line in report.notes:
+            err().print(f"note: {escape(line)}")
+        for line in report.flips:
+            err().print(f"[yellow]flipped[/yellow] {escape(line)}")
+        for line in report.failures:
+            err().print(f"[bold red]regression[/bold red] {escape(line)}")
     if bad:
         _fail(f"{len(bad)} line(s) of {file} could not be read (see above)", code=2)
+    if report is not None and not report.passed:
+        sys.exit(1)
+    if report is not None:
+        err().print(
+            f"gate passed on {report.compared} threads: no metric fell more than {tolerance} below the baseline, "
+            "none lost coverage or gained errors"
+        )
 
 
-async def _eval_threads(settings: Settings, metrics: Any, threads: list[Any]) -> list[dict[str, Any]]:
-    """Evaluate threads (judge calls of several threads overlap), keeping input order."""
-    from tracing_eval import worker
-    from tracing_eval.judge import MemoryCache
+def _write_eval_output(fmt: str, file: Path, records: list[dict[str, Any]], current: Any) -> None:
+    """What `eval` prints on standard output, in the chosen format."""
+    if fmt == "jsonl":
+        sys.stdout.buffer.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    elif fmt == "json":
+        summary = {m: current.stats(m).to_json() for m in current.metrics}
+        body = {"threads": records, "means": metric_means(records), "metrics": summary}
+        sys.stdout.buffer.write(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        first = [r for r in records if r.get("run", 1) == 1]
+        runs = len(current.runs)
+        title = f"{file.name}: {len(first)} threads" + (f" (run 1 of {runs})" if runs > 1 else "")
+        out().print(results_table(first, title=title, width=out().width))
+        out().print(metrics_table(current, title="Metrics" + (f" over {runs} runs" if runs > 1 else "")))
+    sys.stdout.flush()
 
-    judge = worker.build_judge(settings, cache=MemoryCache() if settings.judge.cache else None)
-    if metrics.judged and judge is None:
-        err().print("judge tier skipped: no judge configured (set TRACING_EVAL_JUDGE__MODEL and OPENAI_API_KEY)")
-    gate = asyncio.Semaphore(settings.judge.max_concurrency if judge else 1)
+
+def _write_eval_out(path: Path, records: list[dict[str, Any]], current: Any, file: Path) -> None:
+    """`--out`: the baseline summary for a .json name, else the JSON lines."""
+    from tracing_eval.gate import baseline_document
+
+    if path.suffix == ".json":
+        path.write_bytes(orjson.dumps(baseline_document(current, file.name), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
+async def _evaluate(settings: Settings, metrics: Any, threads: list[Any], runs: int, *, explicit: bool) -> Any:
+    """`offline.evaluate_runs` with a progress bar on a terminal."""
+    from tracing_eval.offline import evaluate_runs
+
     with Progress(
         TextColumn("evaluating"),
         BarColumn(),
@@ -322,19 +402,10 @@ async def _eval_threads(settings: Settings, metrics: Any, threads: list[Any]) ->
         transient=True,
         disable=not err().is_terminal,
     ) as progress:
-        task = progress.add_task("eval", total=len(threads))
-
-        async def one(thread: Any) -> dict[str, Any]:
-            async with gate:
-                results = await evaluate_all(thread, metrics, judge.for_thread(thread.key) if judge else None)
-            progress.advance(task)
-            return thread_record(thread.key, results, len(thread.turns))
-
-        try:
-            return list(await asyncio.gather(*(one(t) for t in threads)))
-        finally:
-            if judge is not None:
-                await judge.close()
+        task = progress.add_task("eval", total=len(threads) * runs)
+        return await evaluate_runs(
+            settings, metrics, threads, runs, explicit=explicit, on_done=lambda: progress.advance(task)
+        )
 
 
 # -- doctor ------------------------------------------------------------------------------------
