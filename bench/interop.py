@@ -15,7 +15,6 @@ export against. The venvs are created under bench/out/venvs with pip on first us
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -75,7 +74,9 @@ print(f"ragas loaded {len(dataset)} MultiTurnSample rows ({sum(len(s.user_input)
 
 
 def cli(*args: str, cwd: Path) -> str:
-    done = subprocess.run([str(REPO / ".venv" / "bin" / "tracing-eval"), *args], cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "tracing-eval"), *args], cwd=cwd, capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise SystemExit(f"tracing-eval {' '.join(args)} failed:\n{done.stderr}")
     return done.stderr.strip()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.schema_judge import SchemaJudge
 from tracing_eval.cli import main
@@ -259,3 +260,14 @@ def test_an_unreachable_judge_and_a_file_that_is_not_scenarios(settings: Any, tm
     transcripts.write_text('{"thread_id": "a", "turns": [{"role": "user", "content": "hi"}]}\n')
     res = invoke("simulate", str(transcripts), "--target", "tests.sim_bots:echo", "--user", "replay")
     assert res.exit_code == 2 and f"{transcripts} line 1: not a scenario (" in res.stderr
+
+
+def test_the_offline_example_bot_answers_from_the_order_table(settings: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.chdir(REPO)  # the callable is imported from the working folder, as the docs run it
+    path = write(tmp_path / "s.jsonl", [scenario("scn-e", "Track order", ["Where is A48213?", "And now?", "Z99999?"])])
+    res = invoke("simulate", str(path), "--target", "examples.offline_bot:reply", "--user", "replay")
+    assert res.exit_code == 0, res.output
+    [line] = [json.loads(x) for x in res.stdout.splitlines()]
+    answers = [m["content"] for m in line["turns"] if m["role"] == "assistant" and m["content"]]
+    assert answers == ["Order A48213 is shipped.", "Order A48213 is shipped.", "I could not find order Z99999."]
+    assert sum(1 for m in line["turns"] if m["role"] == "tool") == 3
