@@ -71,6 +71,21 @@ def config_option(fn: F) -> F:
     )(fn)
 
 
+def _counting(label: str, total: int) -> tuple[Progress, Callable[[], None]]:
+    """A transient progress bar of `total` items on a terminal, and the callback that advances it."""
+    progress = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err(),
+        transient=True,
+        disable=not err().is_terminal,
+    )
+    task = progress.add_task(label, total=total)
+    return progress, lambda: progress.advance(task)
+
+
 def _settings(config_path: Path | None, *, quiet: bool = False, **overrides: Any) -> Settings:
     """Settings, with logging configured; `quiet` commands log warnings and up unless a level is set."""
     settings = load_settings(config_path, **overrides)
@@ -394,19 +409,9 @@ async def _evaluate(settings: Settings, metrics: Any, threads: list[Any], runs: 
     """`offline.evaluate_runs` with a progress bar on a terminal."""
     from tracing_eval.offline import evaluate_runs
 
-    with Progress(
-        TextColumn("evaluating"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err(),
-        transient=True,
-        disable=not err().is_terminal,
-    ) as progress:
-        task = progress.add_task("eval", total=len(threads) * runs)
-        return await evaluate_runs(
-            settings, metrics, threads, runs, explicit=explicit, on_done=lambda: progress.advance(task)
-        )
+    progress, advance = _counting("evaluating", len(threads) * runs)
+    with progress:
+        return await evaluate_runs(settings, metrics, threads, runs, explicit=explicit, on_done=advance)
 
 
 # -- scenarios and simulate --------------------------------------------------------------------
@@ -602,8 +607,9 @@ def simulate(
     """
     import os
 
+    from tracing_eval.offline import JudgeUnavailable
     from tracing_eval.scenarios import ScenarioError, read_scenarios
-    from tracing_eval.simulate import SimulationError, target_from
+    from tracing_eval.simulate import SimulationError, run_simulation, target_from
 
     settings = _settings(config_path, quiet=True)
     try:
@@ -616,7 +622,23 @@ def simulate(
         bot = target_from(target, model=model, api_key=api_key)
     except (ScenarioError, SimulationError, OSError) as exc:
         _fail(str(exc))
-    done, user_name = asyncio.run(_simulate(settings, loaded, bot, user_kind, system_prompt, max_turns, concurrency))
+    progress, advance = _counting("simulating", len(loaded))
+    try:
+        with progress:
+            done, user_name = asyncio.run(
+                run_simulation(
+                    settings,
+                    loaded,
+                    bot,
+                    user_kind,
+                    system_prompt=system_prompt,
+                    max_turns=max_turns,
+                    concurrency=concurrency,
+                    on_done=advance,
+                )
+            )
+    except JudgeUnavailable as exc:
+        _fail(str(exc), code=3)
     lines = b"".join(orjson.dumps(d.eval_line(user_name, bot.name)) + b"\n" for d in done if d.error is None)
     if out_path is None:
         sys.stdout.buffer.write(lines)
@@ -631,60 +653,6 @@ def simulate(
         err().print(f"[red]not simulated[/red] {escape(d.scenario.id)}: {escape(str(d.error))}")
     if failed:
         sys.exit(1)
-
-
-async def _simulate(
-    settings: Settings,
-    loaded: list[Any],
-    bot: Any,
-    user_kind: str,
-    system_prompt: str | None,
-    max_turns: int | None,
-    concurrency: int | None,
-) -> tuple[list[Any], str]:
-    from tracing_eval.judge import JudgeClient
-    from tracing_eval.offline import JudgeUnavailable, check_judge
-    from tracing_eval.simulate import JudgeUser, ReplayUser, simulate_all
-
-    judge = None
-    try:
-        if user_kind == "judge":
-            if not settings.judge.enabled:
-                _fail(
-                    "--user judge: the judge model plays the user, and none is configured "
-                    "(set TRACING_EVAL_JUDGE__MODEL and OPENAI_API_KEY, or use --user replay)",
-                    code=3,
-                )
-            judge = JudgeClient(settings.judge, fail_fast=True)
-            try:
-                await check_judge(judge)
-            except JudgeUnavailable as exc:
-                _fail(str(exc), code=3)
-        user = JudgeUser(judge) if judge is not None else ReplayUser()
-        with Progress(
-            TextColumn("simulating"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err(),
-            transient=True,
-            disable=not err().is_terminal,
-        ) as progress:
-            task = progress.add_task("simulate", total=len(loaded))
-            done = await simulate_all(
-                loaded,
-                user,
-                bot,
-                concurrency=concurrency or settings.judge.max_concurrency,
-                system_prompt=system_prompt,
-                max_turns=max_turns,
-                on_done=lambda: progress.advance(task),
-            )
-        return done, user.name
-    finally:
-        await bot.aclose()
-        if judge is not None:
-            await judge.close()
 
 
 # -- doctor ------------------------------------------------------------------------------------

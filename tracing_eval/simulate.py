@@ -25,7 +25,10 @@ from typing import Any, Protocol
 
 import openai
 
+from tracing_eval.config import Settings
+from tracing_eval.judge import JudgeClient
 from tracing_eval.metrics.judged.base import Judge, JudgeError, JudgeRequest, MalformedAnswer, label_of, text_of
+from tracing_eval.offline import JudgeUnavailable, check_judge
 from tracing_eval.scenarios import Scenario
 
 Message = dict[str, Any]
@@ -296,3 +299,43 @@ async def simulate_all(
         return done
 
     return list(await asyncio.gather(*(one(s) for s in scenarios)))
+
+
+async def run_simulation(
+    settings: Settings,
+    scenarios: list[Scenario],
+    target: Target,
+    user_kind: str,
+    *,
+    system_prompt: str | None = None,
+    max_turns: int | None = None,
+    concurrency: int | None = None,
+    on_done: Callable[[], None] | None = None,
+) -> tuple[list[Simulated], str]:
+    """`simulate_all` with the user `user_kind` names (`judge`: checked with one call first, failing
+    fast; `replay`), closing the target and the judge. Raises JudgeUnavailable."""
+    judge: JudgeClient | None = None
+    try:
+        if user_kind == "judge":
+            if not settings.judge.enabled:
+                raise JudgeUnavailable(
+                    "--user judge: the judge model plays the user, and none is configured "
+                    "(set TRACING_EVAL_JUDGE__MODEL and OPENAI_API_KEY, or use --user replay)"
+                )
+            judge = JudgeClient(settings.judge, fail_fast=True)
+            await check_judge(judge)
+        user: User = JudgeUser(judge) if judge is not None else ReplayUser()
+        done = await simulate_all(
+            scenarios,
+            user,
+            target,
+            concurrency=concurrency or settings.judge.max_concurrency,
+            system_prompt=system_prompt,
+            max_turns=max_turns,
+            on_done=on_done,
+        )
+        return done, user.name
+    finally:
+        await target.aclose()
+        if judge is not None:
+            await judge.close()
