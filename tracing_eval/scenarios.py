@@ -32,6 +32,10 @@ GoalSource = Literal["task_success", "judge", "first_user_message"]
 _IDENTIFIER = re.compile(r"\b(?=[A-Za-z0-9-]*\d)[A-Za-z0-9-]{4,}\b")
 _HUMAN = re.compile(r"\b(?:human|person|agent|representative|manager|supervisor)\b", re.I)
 MAX_GOAL_CHARS = 300
+STOP_CONDITION = (
+    "Stop when the assistant has done what the user wanted, or when the user would give up: the assistant "
+    "cannot help, or fails the same way twice."
+)
 
 
 class ScenarioError(ValueError):
@@ -207,13 +211,6 @@ def expected_outcome(goal: Goal, failures: list[Failure]) -> str:
     )
 
 
-def stop_condition() -> str:
-    return (
-        "Stop when the assistant has done what the user wanted, or when the user would give up: the assistant "
-        "cannot help, or fails the same way twice."
-    )
-
-
 def build_scenario(failed: FailedThread, goal: Goal, max_turns: int | None = None) -> Scenario:
     """The scenario of one failed thread (pure)."""
     thread = failed.thread
@@ -227,7 +224,7 @@ def build_scenario(failed: FailedThread, goal: Goal, max_turns: int | None = Non
         expected_outcome=expected_outcome(goal, failed.failures),
         failures=failed.failures,
         max_turns=max_turns or max(3, user_turns + 2),
-        stop_condition=stop_condition(),
+        stop_condition=STOP_CONDITION,
         system_prompt=thread.system_prompt,
         source={"thread_key": thread.key, "thread_version": thread.version, **failed.origin},
         transcript=thread_to_messages(thread),
