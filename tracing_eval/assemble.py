@@ -136,8 +136,11 @@ def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
     user = _user_tail(io[calls[0].span_id][0]) if calls else []
     if not user and not root_is_call:
         user = _user_tail(conventions.input_messages(root))
+    # the root's answer wins only when it says something: an empty or missing answer on an outer
+    # span never hides the answer of the model call inside it
     root_answers = [] if root_is_call else [m for m in conventions.output_messages(root) if m.role == "assistant"]
-    body, final_at = _body(calls, io, root_answers[-1] if root_answers else None)
+    root_final = root_answers[-1] if root_answers and (root_answers[-1].content.strip() or not calls) else None
+    body, final_at = _body(calls, io, root_final)
     if not user and not body:
         return None
 

@@ -1,6 +1,6 @@
 """Span attributes -> canonical fields, across conventions, with a fixed precedence (DESIGN §5).
 
-One module per convention (`genai`, `openinference`, `traceloop`, `langfuse`); this module
+One module per convention (`genai`, `openinference`, `traceloop`, `langfuse`, `vercel`); this module
 decides which wins. Every function here is pure and never raises on bad attribute content.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from tracing_eval.conventions import genai, langfuse, openinference, traceloop
+from tracing_eval.conventions import genai, langfuse, openinference, traceloop, vercel
 from tracing_eval.conventions.values import as_int, as_str, result_text
 from tracing_eval.model import Message, Span, ToolCall
 from tracing_eval.text import looks_like_tool_error
@@ -31,7 +31,7 @@ __all__ = [
 SpanKind = Literal["llm", "tool", "agent", "other"]
 _SPAN_KINDS: dict[str, SpanKind] = {"llm": "llm", "tool": "tool", "agent": "agent", "other": "other"}
 
-THREAD_KEYS = (langfuse.SESSION_ID, "session.id", genai.CONVERSATION_ID, traceloop.SESSION_ID)
+THREAD_KEYS = (langfuse.SESSION_ID, "session.id", genai.CONVERSATION_ID, traceloop.SESSION_ID, vercel.SESSION_ID)
 
 # First extractor that yields messages wins (per span and direction).
 _INPUTS: tuple[Callable[[Span], list[Message]], ...] = (
@@ -39,6 +39,7 @@ _INPUTS: tuple[Callable[[Span], list[Message]], ...] = (
     genai.details_input,
     openinference.input_messages,
     traceloop.input_messages,
+    vercel.input_messages,
     genai.legacy_input,
     openinference.value_input,
     traceloop.entity_input,
@@ -50,18 +51,26 @@ _OUTPUTS: tuple[Callable[[Span], list[Message]], ...] = (
     genai.details_output,
     openinference.output_messages,
     traceloop.output_messages,
+    vercel.output_messages,
     genai.legacy_output,
     openinference.value_output,
     traceloop.entity_output,
     langfuse.trace_output,
     langfuse.observation_output,
 )
-_KINDS: tuple[Callable[[Span], str | None], ...] = (langfuse.kind, openinference.kind, genai.kind, traceloop.kind)
+_KINDS: tuple[Callable[[Span], str | None], ...] = (
+    langfuse.kind,
+    openinference.kind,
+    genai.kind,
+    traceloop.kind,
+    vercel.kind,
+)
 _TOOLS: tuple[Callable[[Span], ToolCall | None], ...] = (
     genai.tool_call,
     openinference.tool_call,
     langfuse.tool_call,
     traceloop.tool_call,
+    vercel.tool_call,
 )
 _EXCEPTION_EVENTS = ("exception", "gen_ai.client.operation.exception")
 _MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
@@ -87,7 +96,8 @@ def _first_key(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
 
 def thread_id(span: Span) -> str | None:
     """Conversation id: `langfuse.session.id` > `session.id` > `gen_ai.conversation.id` >
-    `traceloop.association.properties.session_id`; span attributes first, then the resource."""
+    `traceloop.association.properties.session_id` > `ai.telemetry.metadata.sessionId`; span
+    attributes first, then the resource."""
     for attrs in (span.attributes, span.resource):
         if isinstance(attrs, Mapping):
             found = _first_key(attrs, THREAD_KEYS)

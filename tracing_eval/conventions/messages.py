@@ -134,12 +134,17 @@ def openai_message(raw: dict[str, Any], *, output: bool = False, finish_reason: 
     calls = openai_tool_calls(raw.get("tool_calls"))
     if isinstance(raw.get("function_call"), dict):
         calls.append(tool_call(None, raw["function_call"].get("name"), raw["function_call"].get("arguments")))
-    finish = as_str(finish_reason) or as_str(raw.get("finish_reason"))
+    metadata = raw.get("response_metadata") if isinstance(raw.get("response_metadata"), dict) else {}
+    finish = as_str(finish_reason) or as_str(raw.get("finish_reason")) or as_str(metadata.get("finish_reason"))
     return [Message(role="assistant", content=content, tool_calls=calls, finish_reason=finish)]
 
 
 def _langchain(raw: dict[str, Any]) -> dict[str, Any]:
-    """A serialised LangChain message (`{lc, id: [..., "HumanMessage"], kwargs}`) as a plain dict."""
+    """A serialised LangChain message as a plain dict: the constructor form
+    (`{lc, id: [..., "HumanMessage"], kwargs}`) or the `messages_to_dict` form (`{type, data}`)."""
+    data = raw.get("data")
+    if isinstance(data, dict) and role_of(raw.get("type")) is not None and "role" not in raw:
+        return {**data, "type": data.get("type") or raw["type"]}
     kwargs = raw.get("kwargs")
     if "lc" not in raw or not isinstance(kwargs, dict):
         return raw
