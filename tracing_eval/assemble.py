@@ -140,6 +140,8 @@ def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
     # span never hides the answer of the model call inside it
     root_answers = [] if root_is_call else [m for m in conventions.output_messages(root) if m.role == "assistant"]
     root_final = root_answers[-1] if root_answers and (root_answers[-1].content.strip() or not calls) else None
+    if root_final is not None:  # agent frameworks pad their result (Strands adds a newline)
+        root_final.content = root_final.content.strip()
     body, final_at = _body(calls, io, root_final)
     if not user and not body:
         return None

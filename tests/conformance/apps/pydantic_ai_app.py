@@ -8,6 +8,7 @@ from __future__ import annotations
 from common import base_url, load_plan, report_versions
 from otel_setup import tracer_provider
 from pydantic_ai import Agent
+from pydantic_ai.capabilities.instrumentation import Instrumentation
 from pydantic_ai.models.instrumented import InstrumentationSettings
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -20,7 +21,7 @@ def main() -> None:
     agent = Agent(
         model,
         system_prompt=plan.system,
-        instrument=InstrumentationSettings(tracer_provider=provider),
+        capabilities=[Instrumentation(settings=InstrumentationSettings(tracer_provider=provider))],
         model_settings={"temperature": 0},
     )
 
