@@ -55,7 +55,11 @@ CONVERSATIONS: tuple[Conversation, ...] = (
     Conversation(
         "tool-orders",
         (
-            Turn("Where is my order A1001?", "Order A1001 shipped on May 2 and should arrive on May 6.", (lookup("A1001"),)),
+            Turn(
+                "Where is my order A1001?",
+                "Order A1001 shipped on May 2 and should arrive on May 6.",
+                (lookup("A1001"),),
+            ),
             Turn(
                 "And what about order B2002?",
                 "Order B2002 is being packed and ships tomorrow.",

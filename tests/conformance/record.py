@@ -59,7 +59,9 @@ RECORDINGS_LIST: tuple[Recording, ...] = (
     Recording("langgraph", "langchain", "langgraph_app.py"),
     Recording("langchain", "langchain", "langchain_app.py"),
     Recording("strands", "strands", "strands_app.py"),
-    Recording("strands-latest", "strands", "strands_app.py", {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}),
+    Recording(
+        "strands-latest", "strands", "strands_app.py", {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
+    ),
     Recording("vercel-ai", "node", "vercel/app.mjs"),
     Recording("openai-agents", "openai_agents", "openai_agents_app.py"),
     Recording("openllmetry", "openllmetry", "openllmetry_app.py"),

@@ -67,9 +67,7 @@ def _part_messages(role: str, content: Any) -> list[Message]:
             arguments = part["input"] if "input" in part else part.get("args")
             calls.append(make_tool_call(part.get("toolCallId"), part.get("toolName"), arguments))
         elif kind_ == "tool-result":
-            results.append(
-                Message(role="tool", content=_result(part), tool_call_id=as_str(part.get("toolCallId")))
-            )
+            results.append(Message(role="tool", content=_result(part), tool_call_id=as_str(part.get("toolCallId"))))
     if canonical == "tool":
         return results
     joined = "\n".join(t for t in texts if t)
@@ -147,4 +145,3 @@ def tool_call(span: Span) -> ToolCall | None:
         result=maybe_json(result),
         span_id=span.span_id,
     )
-
