@@ -116,11 +116,15 @@ def result_text(value: Any) -> str:
     `[{"type": "text", "text": ...}]`) as its text, other structures as JSON."""
     if value is None:
         return ""
-    if isinstance(value, str):
-        return value
+    value = unwrap_text_blocks(value)
+    return value if isinstance(value, str) else dumps(value)
+
+
+def unwrap_text_blocks(value: Any) -> Any:
+    """A list of text blocks as its text; any other value unchanged."""
     if isinstance(value, list) and value and all(_is_text_block(b) for b in value):
         return "\n".join(b["text"] for b in value)
-    return dumps(value)
+    return value
 
 
 def _is_text_block(value: Any) -> bool:
