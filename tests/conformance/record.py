@@ -41,6 +41,7 @@ class Recording:
     """One framework (and mode) to record: the environment it runs in and its app."""
 
     name: str
+    library: str  # the framework's package, whose version the docs name
     env: str  # a requirements file under requirements/, or "node"
     app: str  # under apps/
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -56,17 +57,21 @@ class Recording:
 
 
 RECORDINGS_LIST: tuple[Recording, ...] = (
-    Recording("langgraph", "langchain", "langgraph_app.py"),
-    Recording("langchain", "langchain", "langchain_app.py"),
-    Recording("strands", "strands", "strands_app.py"),
+    Recording("langgraph", "langgraph", "langchain", "langgraph_app.py"),
+    Recording("langchain", "langchain-core", "langchain", "langchain_app.py"),
+    Recording("strands", "strands-agents", "strands", "strands_app.py"),
     Recording(
-        "strands-latest", "strands", "strands_app.py", {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
+        "strands-latest",
+        "strands-agents",
+        "strands",
+        "strands_app.py",
+        {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"},
     ),
-    Recording("vercel-ai", "node", "vercel/app.mjs"),
-    Recording("openai-agents", "openai_agents", "openai_agents_app.py"),
-    Recording("openllmetry", "openllmetry", "openllmetry_app.py"),
-    Recording("pydantic-ai", "pydantic_ai", "pydantic_ai_app.py"),
-    Recording("langfuse", "langfuse", "langfuse_app.py"),
+    Recording("vercel-ai", "ai", "node", "vercel/app.mjs"),
+    Recording("openai-agents", "openai-agents", "openai_agents", "openai_agents_app.py"),
+    Recording("openllmetry", "traceloop-sdk", "openllmetry", "openllmetry_app.py"),
+    Recording("pydantic-ai", "pydantic-ai-slim", "pydantic_ai", "pydantic_ai_app.py"),
+    Recording("langfuse", "langfuse", "langfuse", "langfuse_app.py"),
 )
 BY_NAME = {r.name: r for r in RECORDINGS_LIST}
 
