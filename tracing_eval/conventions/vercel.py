@@ -6,7 +6,7 @@
 - `*.doGenerate` / `*.doStream`: one model call: `ai.prompt.messages`, `ai.response.text`,
   `ai.response.toolCalls` (`[{"toolCallId", "toolName", "input"}]`; `args` before AI SDK 5),
   `ai.response.finishReason`.
-- `ai.toolCall`: `ai.toolCall.name`, `.id`, `.args` (`.input` in newer SDKs), `.result` (`.output`).
+- `ai.toolCall`: `ai.toolCall.name`, `.id`, `.args`, `.result` (JSON text).
 - The conversation id is `ai.telemetry.metadata.sessionId` (the key Langfuse documents for the SDK).
 
 Message parts: `{"type": "text", "text"}`, `{"type": "tool-call", "toolCallId", "toolName",
@@ -136,12 +136,10 @@ def tool_call(span: Span) -> ToolCall | None:
     if _operation(span) != "ai.toolCall":
         return None
     attrs = span.attributes
-    arguments = attrs.get("ai.toolCall.args", attrs.get("ai.toolCall.input"))
-    result = attrs.get("ai.toolCall.result", attrs.get("ai.toolCall.output"))
     return ToolCall(
         id=as_str(attrs.get("ai.toolCall.id")),
         name=as_str(attrs.get("ai.toolCall.name")) or "?",
-        arguments=maybe_json(arguments),
-        result=maybe_json(result),
+        arguments=maybe_json(attrs.get("ai.toolCall.args")),
+        result=maybe_json(attrs.get("ai.toolCall.result")),
         span_id=span.span_id,
     )
