@@ -33,6 +33,14 @@ class Plan:
     def lookup_order(self, order_id: str) -> str:
         return self.results.get(order_id, f"No order {order_id}.")
 
+    def tool_schema(self) -> dict[str, Any]:
+        """The tool as an OpenAI chat `tools` entry, for apps that call the model themselves."""
+        parameters = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
+        return {
+            "type": "function",
+            "function": {"name": self.tool_name, "description": self.tool_description, "parameters": parameters},
+        }
+
 
 def load_plan() -> Plan:
     raw = json.loads(open(sys.argv[1], encoding="utf-8").read())

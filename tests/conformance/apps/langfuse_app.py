@@ -24,14 +24,6 @@ def main() -> None:
         tracing_enabled=True,
     )
     client = OpenAI(base_url=base_url(), api_key="sk-conformance")
-    schema = {
-        "type": "function",
-        "function": {
-            "name": plan.tool_name,
-            "description": plan.tool_description,
-            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
-        },
-    }
     for conversation in plan.conversations:
         history: list[dict] = [{"role": "system", "content": plan.system}]
         for text in conversation["user_turns"]:
@@ -42,7 +34,7 @@ def main() -> None:
             ):
                 while True:
                     reply = client.chat.completions.create(
-                        model=plan.model, messages=history, tools=[schema], temperature=0
+                        model=plan.model, messages=history, tools=[plan.tool_schema()], temperature=0
                     )
                     message = reply.choices[0].message
                     history.append(message.model_dump(exclude_none=True))

@@ -23,14 +23,6 @@ def main() -> None:
         telemetry_enabled=False,
     )
     client = OpenAI(base_url=base_url(), api_key="sk-conformance")
-    schema = {
-        "type": "function",
-        "function": {
-            "name": plan.tool_name,
-            "description": plan.tool_description,
-            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
-        },
-    }
 
     @tool(name=plan.tool_name)
     def lookup_order(order_id: str) -> str:
@@ -39,7 +31,9 @@ def main() -> None:
     @workflow(name="support_turn")
     def turn(history: list[dict]) -> str:
         while True:
-            reply = client.chat.completions.create(model=plan.model, messages=history, tools=[schema], temperature=0)
+            reply = client.chat.completions.create(
+                model=plan.model, messages=history, tools=[plan.tool_schema()], temperature=0
+            )
             message = reply.choices[0].message
             history.append(message.model_dump(exclude_none=True))
             if not message.tool_calls:
