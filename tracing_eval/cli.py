@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tracing_eval import logging as te_logging
 from tracing_eval.config import ConfigError, Settings, load_settings
+from tracing_eval.inspection import inspect_traces, render
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.report import (
     error_lines,
@@ -798,6 +799,33 @@ def results(config_path: Path | None, fmt: str, thread_key: str | None) -> None:
         sys.stdout.buffer.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
     else:
         out().print(results_table(records, width=out().width))
+
+
+@main.command("inspect")
+@click.argument("trace_id", required=False)
+@click.option("--thread", "thread_key", default=None, help="Every trace of this thread key instead of one trace.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@config_option
+@friendly_errors
+def inspect_cmd(trace_id: str | None, thread_key: str | None, fmt: str, config_path: Path | None) -> None:
+    """Show how one stored trace (or thread) was read: each span's role and convention, the
+    messages and tool calls read from it, and the turn that came out."""
+    if bool(trace_id) == bool(thread_key):
+        _fail("give a TRACE_ID or --thread KEY (one of them)")
+    settings = _settings(config_path)
+
+    async def load(store: SqlStore) -> tuple[str | None, list[Any]]:
+        key = thread_key or await store.thread_of_trace(trace_id.strip().lower())
+        return key, (await store.load_traces(key) if key else [])
+
+    key, traces = _with_store(settings, load)
+    if not traces:
+        _fail(f"no stored spans for trace {trace_id}" if trace_id else f"no stored spans for thread {thread_key!r}")
+    report = inspect_traces(key, traces, trace_id.strip().lower() if trace_id else None)
+    if fmt == "json":
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2, default=str) + b"\n")
+    else:
+        out().print(render(report))
 
 
 @main.group()
