@@ -225,7 +225,7 @@ CLI_RUNS: dict[str, tuple[dict[str, Any], list[Step]]] = {
         {"TRACING_EVAL_STORE__URL": closed_store},
         [(["run", "--once", "--source", FILE_SOURCE], 2, "cannot open the store")],
     ),
-    "eval": ({}, [(["eval", str(EXAMPLES / "transcripts.jsonl"), "--format", "jsonl"], 0, "authentication failed")]),
+    "eval": ({}, [(["eval", str(EXAMPLES / "transcripts.jsonl"), "--format", "jsonl"], 3, "authentication failed")]),
     "bad config": (
         {
             "TRACING_EVAL_JUDGE__TEMPERATURE": SECRETS["OPENAI_API_KEY"],

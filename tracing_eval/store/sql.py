@@ -605,6 +605,12 @@ class SqlStore:
         async with self.engine.connect() as conn:
             return list((await conn.execute(select(t.threads.c.key).order_by(t.threads.c.key))).scalars())
 
+    async def thread_of_trace(self, trace_id: str) -> str | None:
+        """The key of the thread a stored trace belongs to (None for an unknown trace)."""
+        async with self.engine.connect() as conn:
+            query = select(t.traces.c.thread_key).where(t.traces.c.trace_id == trace_id)
+            return (await conn.execute(query)).scalar_one_or_none()
+
     async def thread_states(self) -> list[dict[str, Any]]:
         async with self.engine.connect() as conn:
             return [dict(r._mapping) for r in await conn.execute(select(t.threads).order_by(t.threads.c.key))]
