@@ -322,6 +322,11 @@ class LangfuseClient:
             "POST /scores", lambda: self.api.scores.create(request=request, request_options=_NO_SDK_RETRIES)
         )
 
+    async def delete_score(self, score_id: str) -> bool:
+        """`DELETE /scores/{scoreId}` (v3 and v4); False when there was no such score."""
+        response = await self.request("DELETE", f"/scores/{score_id}", ok=(200, 204, 404))
+        return response.status_code != 404
+
     async def score_configs(self) -> list[dict[str, Any]]:
         return await self.all_pages("/score-configs")
 
