@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from tracing_eval import conventions
 from tracing_eval.conventions.values import result_text
 from tracing_eval.model import Message, Span, Thread, ToolCall, Turn, Unreadable
+from tracing_eval.store.base import StoredThread
 from tracing_eval.text import looks_like_tool_error
 from tracing_eval.transcripts import link_tool_results
 
@@ -238,13 +241,40 @@ def _conversation_id(spans: list[Span]) -> str | None:
     return next(filter(None, map(conventions.thread_id, _roots_first(spans))), None)
 
 
-def thread_from_traces(key: str, traces: list[list[Span]], *, source: str = "otlp", version: int = 1) -> Thread:
+class TracePart(BaseModel):
+    """What one trace contributes to its thread: its turn (None when it yields none, with where the
+    content was looked for), system prompt and conversation id. Kept by the store per trace revision,
+    so a trace is assembled once, and stands for the trace after retention deleted its spans."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trace_id: str
+    start_ns: int = 0
+    turn: Turn | None = None
+    system_prompt: str | None = None
+    conversation_id: str | None = None
+    unreadable: Unreadable | None = None
+
+
+def trace_part(spans: list[Span]) -> TracePart:
+    """Assemble one trace (it must have spans)."""
+    turn = turn_from_trace(spans)
+    first = _roots_first(spans)
+    return TracePart(
+        trace_id=first[0].trace_id,
+        start_ns=_start(spans),
+        turn=turn,
+        system_prompt=system_prompt(spans),
+        conversation_id=_conversation_id(spans),
+        unreadable=unreadable("no_turn", first) if turn is None else None,
+    )
+
+
+def thread_from_parts(key: str, parts: list[TracePart], *, source: str = "otlp", version: int = 1) -> Thread:
     """Turns ordered by root start time, re-indexed 0..n-1, with transcript positions set; traces
-    that had spans but yielded no turn are listed in `Thread.unreadable`."""
-    built = [(turn_from_trace(spans), spans) for spans in traces]
-    no_turn = [unreadable("no_turn", _roots_first(spans)) for turn, spans in built if turn is None and spans]
-    ordered_traces = [spans for _, spans in sorted(built, key=lambda b: _start(b[1]))]
-    turns = sorted((t for t, _ in built if t is not None), key=lambda t: t.started_ns)
+    that yielded no turn are listed in `Thread.unreadable`."""
+    ordered = sorted(parts, key=lambda p: (p.start_ns, p.trace_id))
+    turns = sorted((p.turn for p in ordered if p.turn is not None), key=lambda t: t.started_ns)
     position = 0
     for i, turn in enumerate(turns):
         turn.index = i
@@ -254,12 +284,17 @@ def thread_from_traces(key: str, traces: list[list[Span]], *, source: str = "otl
     return Thread(
         key=key,
         source=source,
-        conversation_id=next(filter(None, map(_conversation_id, ordered_traces)), None),
-        system_prompt=next(filter(None, map(system_prompt, ordered_traces)), None),
+        conversation_id=next(filter(None, (p.conversation_id for p in ordered)), None),
+        system_prompt=next(filter(None, (p.system_prompt for p in ordered)), None),
         turns=turns,
         version=version,
-        unreadable=no_turn,
+        unreadable=[p.unreadable for p in ordered if p.unreadable is not None],
     )
+
+
+def thread_from_traces(key: str, traces: list[list[Span]], *, source: str = "otlp", version: int = 1) -> Thread:
+    """`thread_from_parts` over traces given as their spans (empty traces are skipped)."""
+    return thread_from_parts(key, [trace_part(spans) for spans in traces if spans], source=source, version=version)
 
 
 def _roots_first(spans: list[Span]) -> list[Span]:
@@ -274,3 +309,17 @@ def _roots_first(spans: list[Span]) -> list[Span]:
 def _start(spans: list[Span]) -> int:
     unique = _unique(spans)
     return _root(unique).start_ns if unique else 0
+
+
+def thread_from_stored(
+    stored: StoredThread, *, source: str = "otlp", version: int = 1
+) -> tuple[Thread, dict[str, tuple[int, bytes]]]:
+    """The thread from what the store holds: stored parts as they are, the other traces assembled.
+    Also returns the newly assembled parts (trace id -> (revision, stored form)) for the store to keep."""
+    parts = [TracePart.model_validate_json(data) for data in stored.parts.values()]
+    fresh: dict[str, tuple[int, bytes]] = {}
+    for trace_id, spans in stored.traces.items():
+        part = trace_part(spans)
+        fresh[trace_id] = (stored.revisions[trace_id], part.model_dump_json().encode())
+        parts.append(part)
+    return thread_from_parts(stored.key, parts, source=source, version=version), fresh

@@ -54,6 +54,29 @@ class Outgoing:
 
 
 @dataclass
+class StoredThread:
+    """A thread as `Store.load_thread` finds it: `parts` holds the stored part (see
+    `assemble.TracePart`) of each trace that need not be assembled again; `traces` the spans of each
+    trace that must be, with its revision in `revisions` (to store its new part under)."""
+
+    key: str
+    parts: dict[str, bytes] = field(default_factory=dict)
+    traces: dict[str, list[Span]] = field(default_factory=dict)
+    revisions: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Evaluated:
+    """One claim's evaluation, ready to be recorded: results, review request, and the parts of the
+    traces assembled for it (trace id -> (revision, stored part))."""
+
+    claim: Claim
+    outgoing: list[Outgoing]
+    review: ReviewRequest | None = None
+    parts: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+
+
+@dataclass
 class ReviewRequest:
     """A thread routed for review: why, which outbox sinks get it, and whether the local queue shows it."""
 
@@ -134,6 +157,8 @@ class Store(Protocol):
 
     async def load_traces(self, thread_key: str) -> list[list[Span]]: ...
 
+    async def load_thread(self, thread_key: str) -> StoredThread: ...
+
     async def record(
         self,
         claim: Claim,
@@ -142,6 +167,8 @@ class Store(Protocol):
         sinks: list[str],
         now: float,
     ) -> bool: ...
+
+    async def record_many(self, items: Sequence[Evaluated], sinks: list[str], now: float) -> list[bool]: ...
 
     async def release(self, claim: Claim, error: str, now: float, retry_in: float, give_up: bool) -> None: ...
 

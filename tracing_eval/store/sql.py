@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pydantic_core
-from sqlalchemy import and_, delete, event, func, or_, select, update
+from sqlalchemy import and_, delete, event, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
@@ -23,9 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from tracing_eval.identity import is_sampled, thread_key
 from tracing_eval.model import MetricResult, Span, SpanEvent
+from tracing_eval.store import history
 from tracing_eval.store import schema as t
 from tracing_eval.store.base import (
     Claim,
+    Evaluated,
     IngestBatch,
     IngestRefused,
     IngestStats,
@@ -36,6 +38,7 @@ from tracing_eval.store.base import (
     ReviewItem,
     ReviewRequest,
     StoredResult,
+    StoredThread,
 )
 
 _CHUNK = 500  # keeps IN (...) lists under SQLite's variable limit
@@ -94,8 +97,23 @@ def _engine_options(url: str) -> dict[str, Any]:
     return {**_PG_POOL, "connect_args": connect, "hide_parameters": True}
 
 
+def _upgrade_from_1(conn: Any) -> None:
+    """Schema 1 -> 2: the new tables exist by now (`create_all`); traces get their revision and pruned
+    flag, and older tables the indexes retention reads by. Spans stored by version 1 keep their
+    histories inline, which reads back the same."""
+    conn.exec_driver_sql("ALTER TABLE traces ADD COLUMN revision INTEGER NOT NULL DEFAULT 1")
+    conn.exec_driver_sql("ALTER TABLE traces ADD COLUMN pruned BOOLEAN NOT NULL DEFAULT false")
+    for table in t.metadata.tables.values():
+        for index in table.indexes:
+            if index.name in t.V2_INDEXES:
+                index.create(conn, checkfirst=True)
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
+    # space freed by retention goes back to the file system in steps (`PRAGMA incremental_vacuum`);
+    # takes effect in a new database only (an existing file keeps its mode until a full VACUUM)
+    cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
     cur.execute("PRAGMA synchronous=FULL")  # a commit survives power loss: a 200 means stored
     cur.execute("PRAGMA busy_timeout=30000")
@@ -126,6 +144,7 @@ class SqlStore:
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        self._known = history.KnownNodes()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -139,6 +158,11 @@ class SqlStore:
                 row = (await conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version"))).first()
                 if row is None:
                     await conn.execute(t.meta.insert().values(key="schema_version", value=str(t.SCHEMA_VERSION)))
+                elif int(row[0]) == 1:
+                    await conn.run_sync(_upgrade_from_1)
+                    await conn.execute(
+                        update(t.meta).where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION))
+                    )
                 elif int(row[0]) != t.SCHEMA_VERSION:
                     raise StoreError(
                         f"store at {make_url(self.url).render_as_string(hide_password=True)} has schema version {row[0]}; "
@@ -177,14 +201,28 @@ class SqlStore:
     async def _ingest(self, batch: IngestBatch, now: float) -> IngestStats:
         stats = IngestStats()
         changed: set[str] = set()  # traces with a new or different span or a new event
+        spans = sorted(  # in key order: concurrent ingests on PostgreSQL lock rows in one order, no deadlock
+            {(s.trace_id, s.span_id): s for s in batch.spans}.values(), key=lambda s: (s.trace_id, s.span_id)
+        )
         async with self.engine.begin() as conn:
-            if batch.spans:
-                rows = [  # in key order: concurrent ingests on PostgreSQL lock rows in one order, no deadlock
-                    {"trace_id": s.trace_id, "span_id": s.span_id, "data": pydantic_core.to_json(s), "received_at": now}
-                    for s in sorted(
-                        {(s.trace_id, s.span_id): s for s in batch.spans}.values(),
-                        key=lambda s: (s.trace_id, s.span_id),
-                    )
+            existing = await self._traces(conn, {s.trace_id for s in spans} | {e[0] for e in batch.events})
+            keys = {tid: row.thread_key for tid, row in existing.items()}
+            for s in spans:  # a trace's thread: the conversation it was stored in, else the one it names
+                if s.trace_id not in existing and s.trace_id not in keys:
+                    keys[s.trace_id] = thread_key(batch.source, batch.conversations.get(s.trace_id), s.trace_id)
+                elif s.trace_id in existing and not existing[s.trace_id].conversation_id:
+                    conv = batch.conversations.get(s.trace_id)
+                    keys[s.trace_id] = thread_key(batch.source, conv, s.trace_id) if conv else keys[s.trace_id]
+            nodes: dict[str, dict[str, history.Node]] = defaultdict(dict)
+            if spans:
+                rows = [
+                    {
+                        "trace_id": s.trace_id,
+                        "span_id": s.span_id,
+                        "data": history.span_record(s, nodes[keys[s.trace_id]]),
+                        "received_at": now,
+                    }
+                    for s in spans
                 ]
                 ins = self._insert(t.spans)
                 upsert = ins.on_conflict_do_update(
@@ -198,7 +236,8 @@ class SqlStore:
             if batch.events:
                 rows = []
                 for trace_id, span_id, ev in batch.events:  # a repeated event has one digest: stored once
-                    data = pydantic_core.to_json(ev)
+                    key = keys.get(trace_id)  # histories of events of a trace not stored yet stay inline
+                    data = history.event_record(ev, nodes[key]) if key else history.event_record(ev, {})
                     rows.append(
                         {
                             "trace_id": trace_id,
@@ -216,16 +255,51 @@ class SqlStore:
                 for chunk in _chunks(rows):
                     changed.update((await conn.execute(insert, list(chunk))).scalars())
                 stats.events = len(rows)
-            stats.threads_changed = await self._touch_threads(conn, batch, changed, now)
+            await self._store_nodes(conn, nodes, now)
+            touched = await self._touch_threads(conn, batch, existing, keys, changed, now)
+            stats.threads_changed = len(touched)
             for name, value in batch.source_state.items():
                 ins = self._insert(t.source_state).values(name=name, value=value)
                 await conn.execute(
                     ins.on_conflict_do_update(index_elements=[t.source_state.c.name], set_={"value": value})
                 )
+        for key in touched:  # committed: later spans of these threads need not send these nodes again
+            if key in nodes:
+                self._known.stored(key, nodes[key], now)
         return stats
 
-    async def _touch_threads(self, conn: AsyncConnection, batch: IngestBatch, changed: set[str], now: float) -> int:
-        """Record the traces in `changed` and bump their threads' versions; returns how many threads."""
+    async def _traces(self, conn: AsyncConnection, trace_ids: Iterable[str]) -> dict[str, Any]:
+        """The stored rows of these traces, by trace id."""
+        found: dict[str, Any] = {}
+        for chunk in _chunks(sorted(trace_ids)):
+            res = await conn.execute(select(t.traces).where(t.traces.c.trace_id.in_(chunk)))
+            found.update({r.trace_id: r for r in res})
+        return found
+
+    async def _store_nodes(self, conn: AsyncConnection, nodes: dict[str, dict[str, history.Node]], now: float) -> None:
+        """Insert the history nodes that this process did not store in their thread moments ago."""
+        rows = []
+        for key, found in sorted(nodes.items()):
+            known = self._known.known(key, now)
+            rows += [
+                {"thread_key": key, "id": n.id, "parent": n.parent, "data": n.data}
+                for n in sorted(found.values(), key=lambda n: n.id)
+                if n.id not in known
+            ]
+        insert = self._insert(t.messages).on_conflict_do_nothing()
+        for chunk in _chunks(rows):
+            await conn.execute(insert, list(chunk))
+
+    async def _touch_threads(
+        self,
+        conn: AsyncConnection,
+        batch: IngestBatch,
+        existing: dict[str, Any],
+        keys: dict[str, str],
+        changed: set[str],
+        now: float,
+    ) -> set[str]:
+        """Record the traces in `changed` and bump their threads' versions; returns those threads."""
         starts: dict[str, int] = {}
         for s in batch.spans:
             if s.trace_id not in changed:
@@ -233,20 +307,13 @@ class SqlStore:
             cur = starts.get(s.trace_id)
             if cur is None or (s.start_ns and (not cur or s.start_ns < cur)):
                 starts[s.trace_id] = s.start_ns
-        span_traces = list(starts)
-        event_traces = list({tid for tid, _, _ in batch.events if tid in changed} - starts.keys())
-        existing: dict[str, Any] = {}
-        for chunk in _chunks(span_traces + event_traces):
-            res = await conn.execute(select(t.traces).where(t.traces.c.trace_id.in_(chunk)))
-            existing.update({r.trace_id: r for r in res})
-
         trace_rows: list[dict[str, Any]] = []
         touched: dict[str, str | None] = {}
         moved: dict[str, str] = {}  # thread a trace left -> thread it joined
-        for tid in span_traces:
+        for tid in starts:
             old = existing.get(tid)
             conv = (old.conversation_id if old is not None else None) or batch.conversations.get(tid)
-            key = thread_key(batch.source, conv, tid)
+            key = keys[tid]
             if old is not None and old.thread_key != key:
                 moved[old.thread_key] = key
             start = min((x for x in (starts[tid], old.start_ns if old is not None else 0) if x), default=0)
@@ -260,10 +327,19 @@ class SqlStore:
                 }
             )
             touched[key] = conv
-        for tid in event_traces:  # events for spans stored earlier change those threads too
-            if tid in existing:
-                touched.setdefault(existing[tid].thread_key, existing[tid].conversation_id)
-                trace_rows.append({**existing[tid]._asdict(), "last_received_at": now})
+        for tid in sorted({tid for tid, _, _ in batch.events if tid in changed} - starts.keys()):
+            if tid in existing:  # events for spans stored earlier change those threads too
+                row = existing[tid]
+                touched.setdefault(row.thread_key, row.conversation_id)
+                trace_rows.append(
+                    {
+                        "trace_id": tid,
+                        "thread_key": row.thread_key,
+                        "conversation_id": row.conversation_id,
+                        "start_ns": row.start_ns,
+                        "last_received_at": now,
+                    }
+                )
         if trace_rows:
             trace_rows.sort(key=lambda r: r["trace_id"])  # one lock order across concurrent ingests
             ins = self._insert(t.traces)
@@ -275,6 +351,7 @@ class SqlStore:
                         "conversation_id": ins.excluded.conversation_id,
                         "start_ns": ins.excluded.start_ns,
                         "last_received_at": ins.excluded.last_received_at,
+                        "revision": t.traces.c.revision + 1,
                     },
                 ),
                 trace_rows,
@@ -312,16 +389,26 @@ class SqlStore:
                 ),
                 rows,
             )
-        for key, into in sorted(moved.items()):  # a trace joined its conversation: drop the stand-alone thread
+        for key, into in sorted(moved.items()):  # a trace joined its conversation: its histories go along
+            await self._copy_nodes(conn, key, into)
             if key in touched:
                 continue
             still_used = (
                 await conn.execute(select(func.count()).select_from(t.traces).where(t.traces.c.thread_key == key))
             ).scalar()
-            if not still_used:
+            if not still_used:  # ... and the stand-alone thread is dropped
                 await conn.execute(delete(t.threads).where(t.threads.c.key == key))
+                await conn.execute(delete(t.messages).where(t.messages.c.thread_key == key))
+                self._known.forget(key)
                 await self._supersede(conn, key, into, now)
-        return len(touched)
+        return set(touched)
+
+    async def _copy_nodes(self, conn: AsyncConnection, from_key: str, to_key: str) -> None:
+        """Copy a thread's history nodes into another (a trace moved; its stored spans refer to them)."""
+        ms = t.messages.c
+        copied = select(literal(to_key), ms.id, ms.parent, ms.data).where(ms.thread_key == from_key)
+        insert = self._insert(t.messages).from_select(["thread_key", "id", "parent", "data"], copied)
+        await conn.execute(insert.on_conflict_do_nothing())
 
     async def _supersede(self, conn: AsyncConnection, key: str, into: str, now: float) -> None:
         """Thread `key` merged into `into`: its results leave `results`, deliveries of them not yet made
@@ -418,25 +505,64 @@ class SqlStore:
         return sorted(claims, key=lambda c: c.thread_key)
 
     async def load_traces(self, thread_key: str) -> list[list[Span]]:
-        """The thread's spans grouped by trace, with log events merged into their spans."""
+        """The thread's spans grouped by trace, with log events merged into their spans (traces whose
+        spans retention deleted are absent; `load_thread` has their stored turns)."""
         async with self.engine.connect() as conn:
             trace_ids = list(
                 (await conn.execute(select(t.traces.c.trace_id).where(t.traces.c.thread_key == thread_key))).scalars()
             )
-            by_trace: dict[str, list[Span]] = defaultdict(list)
-            events: dict[tuple[str, str], list[SpanEvent]] = defaultdict(list)
-            for chunk in _chunks(trace_ids):
-                for r in await conn.execute(select(t.spans.c.data).where(t.spans.c.trace_id.in_(chunk))):
-                    span = Span.model_validate_json(r.data)
-                    by_trace[span.trace_id].append(span)
-                for r in await conn.execute(select(t.span_events).where(t.span_events.c.trace_id.in_(chunk))):
-                    events[(r.trace_id, r.span_id)].append(SpanEvent.model_validate_json(r.data))
+            by_trace = await self._spans(conn, thread_key, trace_ids)
+        return [by_trace[tid] for tid in trace_ids if tid in by_trace]
+
+    async def load_thread(self, thread_key: str) -> StoredThread:
+        """What the thread's traces contribute: the stored part of every trace unchanged since it was
+        assembled (and of every trace whose spans were deleted), and the spans of the others."""
+        tr, tu = t.traces.c, t.turns.c
+        query = (
+            select(tr.trace_id, tr.revision, tr.pruned, tu.revision.label("part_revision"), tu.data)
+            .select_from(t.traces.outerjoin(t.turns, tu.trace_id == tr.trace_id))
+            .where(tr.thread_key == thread_key)
+        )
+        out = StoredThread(thread_key)
+        async with self.engine.connect() as conn:
+            for r in await conn.execute(query):
+                if r.data is not None and (r.pruned or r.part_revision == r.revision):
+                    out.parts[r.trace_id] = r.data
+                elif not r.pruned:
+                    out.revisions[r.trace_id] = r.revision
+            if out.revisions:
+                out.traces = await self._spans(conn, thread_key, list(out.revisions))
+        return out
+
+    async def _spans(self, conn: AsyncConnection, thread_key: str, trace_ids: list[str]) -> dict[str, list[Span]]:
+        """Spans of these traces of one thread, by trace, with their histories and log events joined."""
+        raw: list[bytes] = []
+        raw_events: list[tuple[str, str, bytes]] = []
+        for chunk in _chunks(trace_ids):
+            raw += (await conn.execute(select(t.spans.c.data).where(t.spans.c.trace_id.in_(chunk)))).scalars()
+            query = select(t.span_events.c.trace_id, t.span_events.c.span_id, t.span_events.c.data)
+            raw_events += [tuple(r) for r in await conn.execute(query.where(t.span_events.c.trace_id.in_(chunk)))]
+        if not raw:
+            return {}
+        ms = t.messages.c
+        nodes = {
+            r.id: (r.parent, r.data)
+            for r in await conn.execute(select(ms.id, ms.parent, ms.data).where(ms.thread_key == thread_key))
+        }
+        histories = history.Histories(nodes)
+        by_trace: dict[str, list[Span]] = defaultdict(list)
+        for data in raw:
+            span = history.read_span(data, histories)
+            by_trace[span.trace_id].append(span)
+        events: dict[tuple[str, str], list[SpanEvent]] = defaultdict(list)
+        for trace_id, span_id, data in raw_events:
+            events[(trace_id, span_id)].append(history.read_event(data, histories))
         for spans in by_trace.values():
             for s in spans:
                 extra = events.get((s.trace_id, s.span_id))
                 if extra:
                     s.events = sorted([*s.events, *extra], key=lambda e: e.time_ns)
-        return [by_trace[tid] for tid in trace_ids if tid in by_trace]
+        return by_trace
 
     async def record(
         self,
@@ -450,26 +576,47 @@ class SqlStore:
 
         Returns False (and writes nothing) when the lease was lost to another worker.
         """
+        return (await self.record_many([Evaluated(claim, outgoing, review)], sinks, now))[0]
+
+    async def record_many(self, items: Sequence[Evaluated], sinks: list[str], now: float) -> list[bool]:
+        """`record` for several evaluations in one transaction (one commit); each is written only if
+        its claim still holds its lease (False in its place otherwise, and nothing of it is written)."""
         th = t.threads.c
-        values: dict[str, Any] = {"lease_owner": None, "lease_until": None, "attempts": 0, "last_error": None}
-        values["turns_evaluated_version"] = (
-            func.max(th.turns_evaluated_version, claim.version)
-            if self.dialect == "sqlite"
-            else func.greatest(th.turns_evaluated_version, claim.version)
-        )
-        if claim.mode is Mode.THREAD:
-            values["evaluated_version"] = claim.version
+        turns_version = func.max if self.dialect == "sqlite" else func.greatest
+        recorded: set[int] = set()
+        parts: dict[str, tuple[int, bytes]] = {}
         async with self.engine.begin() as conn:
-            res = await conn.execute(
-                update(t.threads).where(th.key == claim.thread_key, th.lease_owner == claim.owner).values(**values)
-            )
-            if res.rowcount != 1:
-                await conn.rollback()
-                return False
-            await self._write_results(conn, claim, outgoing, sinks, now)
-            if review is not None and review.reasons and claim.mode is Mode.THREAD:
-                await self._write_review(conn, claim, review, now)
-        return True
+            order = sorted(range(len(items)), key=lambda i: items[i].claim.thread_key)  # one lock order
+            for i in order:
+                item, claim = items[i], items[i].claim
+                values: dict[str, Any] = {"lease_owner": None, "lease_until": None, "attempts": 0, "last_error": None}
+                values["turns_evaluated_version"] = turns_version(th.turns_evaluated_version, claim.version)
+                if claim.mode is Mode.THREAD:
+                    values["evaluated_version"] = claim.version
+                res = await conn.execute(
+                    update(t.threads).where(th.key == claim.thread_key, th.lease_owner == claim.owner).values(**values)
+                )
+                if res.rowcount != 1:
+                    continue
+                recorded.add(i)
+                await self._write_results(conn, claim, item.outgoing, sinks, now)
+                if item.review is not None and item.review.reasons and claim.mode is Mode.THREAD:
+                    await self._write_review(conn, claim, item.review, now)
+                parts.update(item.parts)
+            await self._write_parts(conn, parts)
+        return [i in recorded for i in range(len(items))]
+
+    async def _write_parts(self, conn: AsyncConnection, parts: dict[str, tuple[int, bytes]]) -> None:
+        """Store the assembled part of each trace at its revision."""
+        if not parts:
+            return
+        rows = [{"trace_id": tid, "revision": rev, "data": data} for tid, (rev, data) in sorted(parts.items())]
+        ins = self._insert(t.turns)
+        upsert = ins.on_conflict_do_update(
+            index_elements=[t.turns.c.trace_id], set_={"revision": ins.excluded.revision, "data": ins.excluded.data}
+        )
+        for chunk in _chunks(rows):
+            await conn.execute(upsert, list(chunk))
 
     async def _write_results(
         self, conn: AsyncConnection, claim: Claim, outgoing: list[Outgoing], sinks: list[str], now: float
