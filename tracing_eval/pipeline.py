@@ -16,6 +16,7 @@ from tracing_eval.evaluate import evaluate_all
 from tracing_eval.judge import JudgeClient, ThreadJudge
 from tracing_eval.metrics.catalogue import MetricSet
 from tracing_eval.model import MetricResult, Scope, Thread, result_id
+from tracing_eval.retention import RetentionRun, retain
 from tracing_eval.routing import route
 from tracing_eval.sinks import LOCAL, DeliveryStats, Sink, backoff_seconds, deliver_outbox
 from tracing_eval.sources import Source
@@ -142,6 +143,15 @@ class Pipeline:
             telemetry=self.telemetry,
         )
 
+    async def retain(self) -> RetentionRun:
+        """One retention run (see `tracing_eval.retention`), counted in the telemetry."""
+        run = await retain(self.store, self.settings.retention, self.clock())
+        if self.telemetry is not None:
+            self.telemetry.retained(run.deleted, run.finished)
+        if run.deleted or run.reclaimed_pages:
+            log.info("retention", deleted=dict(run.deleted), reclaimed_pages=run.reclaimed_pages, finished=run.finished)
+        return run
+
     async def observe_store(self) -> None:
         """Refresh the telemetry gauges that are read rather than counted: the sinks' failing time and the
         judge's concurrency cap, then outbox backlog and age and threads ready from the store. Raises
@@ -155,10 +165,11 @@ class Pipeline:
         try:
             outbox = await self.store.outbox_stats(now)
             ready = await self.store.threads_ready(now, self.readiness)
+            size = await self.store.size()
         except Exception:
             self.telemetry.store_up.set(0)
             raise
-        self.telemetry.store_state(now, outbox, ready, self.outbox_sinks)
+        self.telemetry.store_state(now, outbox, ready, self.outbox_sinks, size)
 
     @property
     def outbox_sinks(self) -> dict[str, list[str]]:

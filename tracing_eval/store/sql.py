@@ -130,6 +130,11 @@ def _safe_error(url: str, exc: Exception) -> str:
     return text.replace(str(password), "***") if password else text
 
 
+def _prunable(th: Any) -> Any:
+    """A thread whose spans retention may delete: evaluated at its last version, or never to be."""
+    return or_(th.evaluated_version == th.version, th.sampled.is_(False))
+
+
 class SqlStore:
     """`Store` over one SQLAlchemy async engine."""
 
@@ -898,6 +903,143 @@ class SqlStore:
                     set_={"value": ins.excluded.value, "created_at": ins.excluded.created_at},
                 )
             )
+
+    # -- retention -------------------------------------------------------------------------
+
+    async def prunable_threads(self, idle_before: float, limit: int) -> list[tuple[str, bool]]:
+        """Threads whose spans may go: active, evaluated at their last version (or not sampled) and idle
+        since before `idle_before`, oldest first; with whether any of their traces has no stored part
+        for its current revision (to be assembled first, or its turn would be lost)."""
+        th, tr, tu = t.threads.c, t.traces.c, t.turns.c
+        unassembled = (
+            select(tr.trace_id)
+            .select_from(t.traces.outerjoin(t.turns, tu.trace_id == tr.trace_id))
+            .where(
+                tr.thread_key == th.key, tr.pruned.is_(False), or_(tu.revision.is_(None), tu.revision != tr.revision)
+            )
+            .exists()
+        )
+        query = (
+            select(th.key, th.sampled, unassembled)
+            .where(th.status == "active", th.last_activity_at < idle_before, _prunable(th))
+            .order_by(th.last_activity_at)
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            return [(key, bool(sampled and missing)) for key, sampled, missing in await conn.execute(query)]
+
+    async def prune_spans(
+        self, keys: Sequence[str], parts: dict[str, tuple[int, bytes]], idle_before: float
+    ) -> dict[str, int]:
+        """Delete the spans, log events and histories of these threads, if still prunable (see
+        `prunable_threads`), after storing `parts`; their traces are marked pruned and the threads
+        `pruned` (a new span makes a thread active again). Returns rows deleted per table."""
+        th, tr = t.threads.c, t.traces.c
+        async with self.engine.begin() as conn:
+            taken = update(t.threads).where(
+                th.key.in_(sorted(keys)), th.status == "active", th.last_activity_at < idle_before, _prunable(th)
+            )
+            keys = list((await conn.execute(taken.values(status="pruned").returning(th.key))).scalars())
+            if not keys:
+                return {}
+            await self._write_parts(conn, parts)
+            traces = select(tr.trace_id).where(tr.thread_key.in_(keys))
+            deleted = {
+                "spans": (await conn.execute(delete(t.spans).where(t.spans.c.trace_id.in_(traces)))).rowcount,
+                "events": (
+                    await conn.execute(delete(t.span_events).where(t.span_events.c.trace_id.in_(traces)))
+                ).rowcount,
+                "messages": (await conn.execute(delete(t.messages).where(t.messages.c.thread_key.in_(keys)))).rowcount,
+            }
+            await conn.execute(
+                update(t.traces).where(tr.thread_key.in_(keys), tr.pruned.is_(False)).values(pruned=True)
+            )
+        for key in keys:
+            self._known.forget(key)
+        return deleted
+
+    async def expired_threads(self, idle_before: float, limit: int) -> list[str]:
+        """Threads idle since before `idle_before`, oldest first (any status)."""
+        th = t.threads.c
+        query = select(th.key).where(th.last_activity_at < idle_before).order_by(th.last_activity_at).limit(limit)
+        async with self.engine.connect() as conn:
+            return list((await conn.execute(query)).scalars())
+
+    async def delete_threads(self, keys: Sequence[str], idle_before: float) -> dict[str, int]:
+        """Delete everything of these threads (if still idle since before `idle_before`): results, review
+        items, turns, traces, spans, events, histories. Returns rows deleted per table."""
+        th, tr = t.threads.c, t.traces.c
+        async with self.engine.begin() as conn:
+            gone = delete(t.threads).where(th.key.in_(sorted(keys)), th.last_activity_at < idle_before)
+            keys = list((await conn.execute(gone.returning(th.key))).scalars())
+            if not keys:
+                return {}
+            traces = select(tr.trace_id).where(tr.thread_key.in_(keys))
+            deleted = {"threads": len(keys)}
+            for name, table, column in (
+                ("spans", t.spans, t.spans.c.trace_id),
+                ("events", t.span_events, t.span_events.c.trace_id),
+                ("turns", t.turns, t.turns.c.trace_id),
+            ):
+                deleted[name] = (await conn.execute(delete(table).where(column.in_(traces)))).rowcount
+            for name, table, column in (
+                ("traces", t.traces, tr.thread_key),
+                ("messages", t.messages, t.messages.c.thread_key),
+                ("results", t.results, t.results.c.thread_key),
+                ("review_items", t.review_items, t.review_items.c.thread_key),
+            ):
+                deleted[name] = (await conn.execute(delete(table).where(column.in_(keys)))).rowcount
+        for key in keys:
+            self._known.forget(key)
+        return deleted
+
+    async def delete_old(self, what: str, before: float, limit: int) -> int:
+        """Delete up to `limit` old rows of one kind; returns how many. `outbox`: delivered before
+        `before`; `parked`: outbox rows given up, created before; `review_items`: resolved, superseded
+        or forwarded before; `judge_cache`: answers stored before."""
+        ob, rv, jc = t.outbox.c, t.review_items.c, t.judge_cache.c
+        table, key, where = {
+            "outbox": (t.outbox, ob.id, ob.delivered_at < before),
+            "parked": (t.outbox, ob.id, and_(ob.failed.is_(True), ob.delivered_at.is_(None), ob.created_at < before)),
+            "review_items": (
+                t.review_items,
+                rv.id,
+                or_(
+                    and_(rv.status.in_(("resolved", "superseded")), rv.resolved_at < before),
+                    and_(rv.status == "forwarded", rv.created_at < before),
+                ),
+            ),
+            "judge_cache": (t.judge_cache, jc.key, jc.created_at < before),
+        }[what]
+        async with self.engine.begin() as conn:
+            batch = select(key).where(where).limit(limit).scalar_subquery()
+            return int((await conn.execute(delete(table).where(key.in_(batch)))).rowcount or 0)
+
+    async def reclaim(self, pages: int) -> int:
+        """Give up to `pages` free pages back to the file system (SQLite incremental vacuum); returns how
+        many went. PostgreSQL reuses the space of deleted rows itself (autovacuum): nothing to do."""
+        if self.dialect != "sqlite":
+            return 0
+        async with self.engine.connect() as conn:
+            before = (await conn.exec_driver_sql("PRAGMA freelist_count")).scalar() or 0
+            await conn.commit()
+            raw = await conn.get_raw_connection()
+            # executescript steps the pragma to the end (execute would free one page per call)
+            await raw.driver_connection.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+            after = (await conn.exec_driver_sql("PRAGMA freelist_count")).scalar() or 0
+        return max(0, int(before) - int(after))
+
+    async def size(self) -> tuple[int, int | None]:
+        """Bytes the store takes on disk, and of those how many are free for reuse (SQLite; None on
+        PostgreSQL, where the database's size is the figure)."""
+        async with self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                page_size, pages, free = [
+                    int((await conn.exec_driver_sql(f"PRAGMA {p}")).scalar() or 0)
+                    for p in ("page_size", "page_count", "freelist_count")
+                ]
+                return page_size * pages, page_size * free
+            return int((await conn.execute(select(func.pg_database_size(func.current_database())))).scalar() or 0), None
 
     # -- operations (readiness and Prometheus gauges) ----------------------------------------
 
