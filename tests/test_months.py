@@ -4,13 +4,18 @@ while every thread is evaluated at its last version and every result reaches the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import func, select
+from starlette.applications import Starlette
+from starlette.routing import Route
 
+from tests.fakes.loopback import LoopbackServer
 from tests.otlp_payloads import genai_turn_spans, trace_request
-from tests.test_otlp_sink import Collector, collector, no_otel_env  # noqa: F401 (fixtures)
+from tests.test_otlp_sink import Collector
 from tracing_eval.config import Settings
 from tracing_eval.store import schema as t
 from tracing_eval.store.sql import SqlStore
@@ -42,10 +47,18 @@ def turn_body(conv: str, i: int, history: list[dict[str, Any]]) -> bytes:
     return body
 
 
+@pytest.fixture
+def collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Collector, str]]:
+    """An OTLP `/v1/logs` endpoint for the evaluation events (the environment's OTLP settings unset)."""
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_SDK_DISABLED"):
+        monkeypatch.delenv(name, raising=False)
+    c = Collector()
+    with LoopbackServer(Starlette(routes=[Route("/v1/logs", c.logs, methods=["POST"])])) as server:
+        yield c, server.url
+
+
 async def test_ninety_days_the_store_levels_off_and_everything_is_evaluated_and_delivered(
-    settings: Settings,
-    collector: tuple[Collector, str],
-    no_otel_env: None,  # noqa: F811
+    settings: Settings, collector: tuple[Collector, str]
 ) -> None:
     sink, url = collector
     settings.sinks.otlp.endpoint = url

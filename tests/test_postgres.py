@@ -276,7 +276,7 @@ async def test_schema_version_mismatch_names_the_database_but_not_the_password(s
     await store.close()
     with_password = store_url.replace("postgres@", "postgres:s3cret@", 1)  # trust auth ignores it
     other = SqlStore(with_password)
-    with pytest.raises(StoreError, match="schema version 7; this tracing-eval expects 1") as err:
+    with pytest.raises(StoreError, match=f"schema version 7; this tracing-eval expects {schema.SCHEMA_VERSION}") as err:
         await other.open()
     assert "postgres:***@127.0.0.1" in str(err.value) and "s3cret" not in str(err.value)
     await other.close()

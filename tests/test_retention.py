@@ -208,3 +208,59 @@ async def test_history_nodes_are_stored_once_per_thread(store: SqlStore, setting
     chats = [s for trace in await store.load_traces("otlp:long") for s in trace if s.name.startswith("chat")]
     lengths = sorted(len(json.loads(s.attributes["gen_ai.input.messages"])) for s in chats)
     assert lengths == [2 + 2 * i for i in range(12)]  # every history read back whole
+
+
+async def test_a_schema_1_store_is_upgraded_in_place(store: SqlStore, settings: Settings) -> None:
+    """Spans stored by schema 1 (histories inline, no revisions, no stored turns) read back, are
+    evaluated, and keep their turns when retention deletes them."""
+    import pydantic_core
+    from sqlalchemy import text, update
+
+    clock, history = Clock(T0), []
+    batch = turn("old", 0, history)
+    async with store.engine.begin() as conn:  # the store as schema 1 left it
+        for table in ("messages", "turns"):
+            await conn.execute(text(f"DROP TABLE {table}"))
+        for index in t.V2_INDEXES:
+            await conn.execute(text(f"DROP INDEX {index}"))
+        for column in ("revision", "pruned"):
+            await conn.execute(text(f"ALTER TABLE traces DROP COLUMN {column}"))
+        await conn.execute(update(t.meta).values(value="1"))
+        for s in batch.spans:
+            await conn.execute(
+                t.spans.insert().values(
+                    trace_id=s.trace_id, span_id=s.span_id, data=pydantic_core.to_json(s), received_at=T0
+                )
+            )
+        [tid] = {s.trace_id for s in batch.spans}
+        await conn.execute(
+            text(
+                "INSERT INTO traces (trace_id, thread_key, conversation_id, start_ns, last_received_at) "
+                "VALUES (:t, 'otlp:old', 'old', 1, :now)"
+            ),
+            {"t": tid, "now": T0},
+        )
+        await conn.execute(
+            t.threads.insert().values(
+                key="otlp:old", source="otlp", conversation_id="old", first_seen_at=T0, last_activity_at=T0
+            )
+        )
+    await store.close()
+    upgraded = SqlStore(settings.store.url)
+    await upgraded.open()
+    try:
+        async with upgraded.engine.connect() as conn:
+            assert (await conn.execute(select(t.meta.c.value))).scalar() == str(t.SCHEMA_VERSION)
+        p = pipeline(upgraded, settings, clock)
+        assert (await p.tick(settle_all=True, deliver=False)).threads_evaluated == 1
+        await upgraded.ingest(turn("old", 1, history), clock())  # new spans go the new way
+        await p.tick(settle_all=True, deliver=False)
+        clock.now += 8 * DAY
+        assert (await p.retain()).deleted["spans"] == 4
+        thread, _ = thread_from_stored(await upgraded.load_thread("otlp:old"))
+        assert [tr.user_text for tr in thread.turns] == [
+            "Question 0: where is order A4800?",
+            "Question 1: where is order A4801?",
+        ]
+    finally:
+        await upgraded.close()

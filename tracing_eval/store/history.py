@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -32,8 +31,12 @@ from tracing_eval.model import Span, SpanEvent
 
 #: Marker key of an attribute whose history was moved into the thread's message chains.
 MARK = "\x00history"
-#: Flattened histories: one node per index.
-FLAT_PREFIXES = ("llm.input_messages.", "gen_ai.prompt.")
+#: Flattened histories, one node per index, with the fields that show one is there (its first message
+#: has a role); a history that shows none of them stays inline.
+FLAT_PREFIXES = (
+    ("llm.input_messages.", ("0.message.role",)),
+    ("gen_ai.prompt.", ("0.role",)),
+)
 #: Attributes holding a JSON message list (or an object with `messages`): conversation inputs, and
 #: system instructions, which every chat span of a thread repeats.
 JSON_KEYS = frozenset(
@@ -53,31 +56,46 @@ JSON_KEYS = frozenset(
 MIN_CHARS = 64
 
 
-@dataclass(frozen=True)
-class Node:
-    """One message of a history: `id` = hash(parent id, data); `parent` is None for the first."""
-
-    id: str
-    parent: str | None
-    data: bytes
+#: The nodes of histories by id: (parent id or None for the first message, the message as JSON).
+Nodes = dict[str, tuple[str | None, bytes]]
 
 
-def _chain(items: Iterable[bytes], nodes: dict[str, Node]) -> str:
-    """Add the chain of `items` to `nodes`; returns the id of its last node."""
-    parent: str | None = None
-    for data in items:
-        h = hashlib.blake2b(data, digest_size=16)
-        if parent is not None:
-            h.update(parent.encode())
-        node_id = h.hexdigest()
-        if node_id not in nodes:
-            nodes[node_id] = Node(node_id, parent, data)
-        parent = node_id
-    assert parent is not None
-    return parent
+def node_id(parent: str | None, data: bytes) -> str:
+    """The id of a history node: a hash of its message and of the node before it."""
+    h = hashlib.sha256(data)
+    if parent is not None:
+        h.update(parent.encode())
+    return h.hexdigest()[:32]
 
 
-def _json_history(value: Any, nodes: dict[str, Node]) -> dict[str, Any] | None:
+class Chains:
+    """The latest chain seen per (thread, attribute), so a history that extends it is hashed only
+    where it is new (its items are compared with the last chain's, position by position). Bounded to
+    `size` chains, least recent first out; forgetting one only costs hashing it again."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._last: dict[tuple[str, str], tuple[list[bytes], list[str]]] = {}
+
+    def add(self, slot: tuple[str, str], items: list[bytes], nodes: Nodes) -> str:
+        """Add the chain of `items` to `nodes`; returns the id of its last node."""
+        last_items, last_ids = self._last.pop(slot, ((), ()))
+        ids: list[str] = []
+        parent: str | None = None
+        for i, data in enumerate(items):
+            same = i < len(last_items) and last_items[i] == data and (i == 0 or last_ids[i - 1] == parent)
+            nid = last_ids[i] if same else node_id(parent, data)
+            nodes[nid] = (parent, data)
+            ids.append(nid)
+            parent = nid
+        self._last[slot] = (items, ids)
+        if len(self._last) > self.size:
+            del self._last[next(iter(self._last))]
+        assert parent is not None
+        return parent
+
+
+def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str]) -> dict[str, Any] | None:
     """The marker for a JSON message list (string or structured), or None to keep `value` inline."""
     as_text = isinstance(value, str)
     if as_text:
@@ -104,45 +122,47 @@ def _json_history(value: Any, nodes: dict[str, Node]) -> dict[str, Any] | None:
         return None
     if not as_text and sum(map(len, items)) < MIN_CHARS:
         return None
-    marker["head"] = _chain(items, nodes)
+    marker["head"] = chains.add(slot, items, nodes)
     return marker
 
 
 def _flat_history(
-    attrs: Mapping[str, Any], prefix: str, nodes: dict[str, Node]
-) -> tuple[dict[str, Any], set[str]] | None:
-    """The marker for the flattened history under `prefix` and the keys it replaces, or None."""
-    groups: dict[int, dict[str, Any]] = {}
-    keys: set[str] = set()
+    attrs: Mapping[str, Any], prefix: str, nodes: Nodes, chains: Chains, slot: tuple[str, str]
+) -> tuple[dict[str, Any], list[str]] | None:
+    """The marker for the flattened history under `prefix` and the keys it replaces, or None when its
+    keys are not grouped by index 0, 1, 2, ... in order (such a history stays as it came)."""
+    groups: list[dict[str, Any]] = []
+    keys: list[str] = []
+    current, following = "", prefix + "0."
     for key, value in attrs.items():
         if not key.startswith(prefix):
             continue
-        index, _, rest = key[len(prefix) :].partition(".")
-        if not (rest and index.isascii() and index.isdigit() and len(index) < 10) or str(int(index)) != index:
-            return None  # a form this codec does not rebuild exactly: keep the whole span as it came
-        groups.setdefault(int(index), {})[rest] = value
-        keys.add(key)
-    if not groups or sorted(groups) != list(range(len(groups))):
-        return None
+        if not (current and key.startswith(current)):
+            if not key.startswith(following):
+                return None
+            groups.append({})
+            current, following = following, f"{prefix}{len(groups)}."
+        groups[-1][key[len(current) :]] = value
+        keys.append(key)
     try:
-        items = [orjson.dumps(groups[i]) for i in range(len(groups))]
+        items = [orjson.dumps(group) for group in groups]
     except (TypeError, orjson.JSONEncodeError):
         return None
-    return {"flat": True, "head": _chain(items, nodes)}, keys
+    return {"flat": True, "head": chains.add(slot, items, nodes)}, keys
 
 
-def split(attrs: dict[str, Any], nodes: dict[str, Node]) -> dict[str, Any]:
+def split(attrs: dict[str, Any], nodes: Nodes, chains: Chains, thread_key: str) -> dict[str, Any]:
     """`attrs` with its histories moved into `nodes` (the same dict when it has none)."""
     out: dict[str, Any] | None = None
     for key in JSON_KEYS.intersection(attrs):
-        marker = _json_history(attrs[key], nodes)
+        marker = _json_history(attrs[key], nodes, chains, (thread_key, key))
         if marker is not None:
             out = out if out is not None else dict(attrs)
             out[key] = {MARK: marker}
-    for prefix in FLAT_PREFIXES:
-        if not any(k.startswith(prefix) for k in attrs):
+    for prefix, first in FLAT_PREFIXES:
+        if not any(prefix + f in attrs for f in first):
             continue
-        found = _flat_history(attrs, prefix, nodes)
+        found = _flat_history(attrs, prefix, nodes, chains, (thread_key, prefix))
         if found is not None:
             marker, keys = found
             out = out if out is not None else dict(attrs)
@@ -152,13 +172,14 @@ def split(attrs: dict[str, Any], nodes: dict[str, Node]) -> dict[str, Any]:
     return attrs if out is None else out
 
 
-def _event_record(event: SpanEvent, nodes: dict[str, Node]) -> dict[str, Any]:
-    attributes = split(event.attributes, nodes) if isinstance(event.attributes, dict) else event.attributes
+def _event_record(event: SpanEvent, nodes: Nodes, chains: Chains, thread_key: str) -> dict[str, Any]:
+    attrs = event.attributes
+    attributes = split(attrs, nodes, chains, thread_key) if isinstance(attrs, dict) else attrs
     return {"name": event.name, "time_ns": event.time_ns, "attributes": attributes, "body": event.body}
 
 
-def span_record(span: Span, nodes: dict[str, Node]) -> bytes:
-    """The stored form of `span` (JSON), its histories added to `nodes`."""
+def span_record(span: Span, nodes: Nodes, chains: Chains, thread_key: str) -> bytes:
+    """The stored form of `span` (JSON) in thread `thread_key`, its histories added to `nodes`."""
     return orjson.dumps(
         {
             "trace_id": span.trace_id,
@@ -170,17 +191,17 @@ def span_record(span: Span, nodes: dict[str, Node]) -> bytes:
             "end_ns": span.end_ns,
             "status": span.status,
             "status_message": span.status_message,
-            "attributes": split(span.attributes, nodes),
-            "events": [_event_record(e, nodes) for e in span.events],
+            "attributes": split(span.attributes, nodes, chains, thread_key),
+            "events": [_event_record(e, nodes, chains, thread_key) for e in span.events],
             "resource": span.resource,
             "scope": span.scope,
         }
     )
 
 
-def event_record(event: SpanEvent, nodes: dict[str, Node]) -> bytes:
+def event_record(event: SpanEvent, nodes: Nodes, chains: Chains, thread_key: str) -> bytes:
     """The stored form of a log event joined to a span, its histories added to `nodes`."""
-    return orjson.dumps(_event_record(event, nodes))
+    return orjson.dumps(_event_record(event, nodes, chains, thread_key))
 
 
 class Histories:

@@ -150,6 +150,7 @@ class SqlStore:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         self._known = history.KnownNodes()
+        self._chains = history.Chains()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -218,13 +219,13 @@ class SqlStore:
                 elif s.trace_id in existing and not existing[s.trace_id].conversation_id:
                     conv = batch.conversations.get(s.trace_id)
                     keys[s.trace_id] = thread_key(batch.source, conv, s.trace_id) if conv else keys[s.trace_id]
-            nodes: dict[str, dict[str, history.Node]] = defaultdict(dict)
+            nodes: dict[str, history.Nodes] = defaultdict(dict)
             if spans:
                 rows = [
                     {
                         "trace_id": s.trace_id,
                         "span_id": s.span_id,
-                        "data": history.span_record(s, nodes[keys[s.trace_id]]),
+                        "data": history.span_record(s, nodes[keys[s.trace_id]], self._chains, keys[s.trace_id]),
                         "received_at": now,
                     }
                     for s in spans
@@ -242,7 +243,11 @@ class SqlStore:
                 rows = []
                 for trace_id, span_id, ev in batch.events:  # a repeated event has one digest: stored once
                     key = keys.get(trace_id)  # histories of events of a trace not stored yet stay inline
-                    data = history.event_record(ev, nodes[key]) if key else history.event_record(ev, {})
+                    data = (
+                        history.event_record(ev, nodes[key], self._chains, key)
+                        if key
+                        else orjson.dumps(ev.model_dump())
+                    )
                     rows.append(
                         {
                             "trace_id": trace_id,
@@ -281,15 +286,15 @@ class SqlStore:
             found.update({r.trace_id: r for r in res})
         return found
 
-    async def _store_nodes(self, conn: AsyncConnection, nodes: dict[str, dict[str, history.Node]], now: float) -> None:
+    async def _store_nodes(self, conn: AsyncConnection, nodes: dict[str, history.Nodes], now: float) -> None:
         """Insert the history nodes that this process did not store in their thread moments ago."""
         rows = []
         for key, found in sorted(nodes.items()):
             known = self._known.known(key, now)
             rows += [
-                {"thread_key": key, "id": n.id, "parent": n.parent, "data": n.data}
-                for n in sorted(found.values(), key=lambda n: n.id)
-                if n.id not in known
+                {"thread_key": key, "id": node_id, "parent": parent, "data": data}
+                for node_id, (parent, data) in sorted(found.items())
+                if node_id not in known
             ]
         insert = self._insert(t.messages).on_conflict_do_nothing()
         for chunk in _chunks(rows):
