@@ -135,16 +135,31 @@ def _body(calls: list[Span], io: dict[str, _IO], root_final: Message | None) -> 
     return body, final_at
 
 
-def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
+class _Readings:
+    """What the conventions read from the spans of one trace, each read once."""
+
+    def __init__(self, spans: list[Span]) -> None:
+        self.kinds = {s.span_id: conventions.span_kind(s) for s in spans}
+        self._inputs: dict[str, list[Message]] = {}
+
+    def inputs(self, span: Span) -> list[Message]:
+        found = self._inputs.get(span.span_id)
+        if found is None:
+            found = self._inputs[span.span_id] = conventions.input_messages(span)
+        return found
+
+
+def turn_from_trace(spans: list[Span], index: int = 0, readings: _Readings | None = None) -> Turn | None:
     """One trace -> one turn; None when the trace holds no recognisable LLM content."""
     spans = _unique(spans)
     if not spans:
         return None
+    readings = readings or _Readings(spans)
     by_id = {s.span_id: s for s in spans}
     root = _root(spans)
-    kinds = {s.span_id: conventions.span_kind(s) for s in spans}
+    kinds = readings.kinds
     llm_ids = {s.span_id for s in spans if kinds[s.span_id] == "llm"}
-    io = {sid: (conventions.input_messages(by_id[sid]), conventions.output_messages(by_id[sid])) for sid in llm_ids}
+    io = {sid: (readings.inputs(by_id[sid]), conventions.output_messages(by_id[sid])) for sid in llm_ids}
     with_content = {sid for sid, (i, o) in io.items() if i or o}
     calls = _outermost(spans, with_content - _wrappers(with_content, io, by_id), by_id)
     llm_spans = _outermost(spans, llm_ids, by_id)
@@ -153,7 +168,7 @@ def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
     root_is_call = root.span_id in with_content
     user = _user_tail(io[calls[0].span_id][0]) if calls else []
     if not user and not root_is_call:
-        user = _user_tail(conventions.input_messages(root))
+        user = _user_tail(readings.inputs(root))
     # the root's answer wins only when it says something: an empty or missing answer on an outer
     # span never hides the answer of the model call inside it
     root_answers = [] if root_is_call else [m for m in conventions.output_messages(root) if m.role == "assistant"]
@@ -220,18 +235,19 @@ def unreadable(reason: Literal["unknown_answer", "no_turn"], spans: list[Span]) 
     )
 
 
-def system_prompt(spans: list[Span]) -> str | None:
+def system_prompt(spans: list[Span], readings: _Readings | None = None) -> str | None:
     """The system prompt of a trace: `gen_ai.system_instructions` or system-role input messages,
     from the first model call that has one (agent spans and the root as fallbacks)."""
     spans = _unique(spans)
     if not spans:
         return None
+    readings = readings or _Readings(spans)
     root = _root(spans)
-    kinds = {s.span_id: conventions.span_kind(s) for s in spans}
+    kinds = readings.kinds
     ordered = [s for s in spans if kinds[s.span_id] == "llm"]
     ordered += [s for s in spans if kinds[s.span_id] == "agent" or s is root]
     for span in ordered:
-        found = conventions.system_instructions(span)
+        found = conventions.system_instructions(span, readings.inputs(span))
         if found:
             return found
     return None
@@ -258,13 +274,16 @@ class TracePart(BaseModel):
 
 def trace_part(spans: list[Span]) -> TracePart:
     """Assemble one trace (it must have spans)."""
-    turn = turn_from_trace(spans)
-    first = _roots_first(spans)
+    unique = _unique(spans)
+    readings = _Readings(unique)
+    system = system_prompt(unique, readings)  # before the turn: assembling it changes what was read
+    turn = turn_from_trace(unique, readings=readings)
+    first = _roots_first(unique)
     return TracePart(
         trace_id=first[0].trace_id,
-        start_ns=_start(spans),
+        start_ns=_start(unique),
         turn=turn,
-        system_prompt=system_prompt(spans),
+        system_prompt=system,
         conversation_id=_conversation_id(spans),
         unreadable=unreadable("no_turn", first) if turn is None else None,
     )

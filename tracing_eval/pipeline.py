@@ -30,6 +30,7 @@ from tracing_eval.store.base import (
     Readiness,
     ReviewRequest,
     Store,
+    StoredThread,
 )
 from tracing_eval.telemetry import Telemetry
 from tracing_eval.unreadable import UnreadableReport
@@ -112,7 +113,12 @@ class Pipeline:
         """Evaluate claimed threads. With a judge, several at once so judge calls overlap, each recorded
         as soon as it is done; without one, one after another, recorded together in one commit."""
         if self.judge is None:
-            done = [e for e in [await self._evaluate(c, stats) for c in claims] if e is not None]
+            try:
+                loaded = await self.store.load_threads([c.thread_key for c in claims]) if claims else {}
+            except Exception as exc:  # the store failed: every claim is retried later
+                await self._failed(claims, exc, stats)
+                return
+            done = [e for c in claims if (e := await self._evaluate(c, stats, loaded[c.thread_key])) is not None]
             await self._record(done, stats)
             return
         gate = asyncio.Semaphore(self.settings.judge.max_concurrency)
@@ -198,11 +204,11 @@ class Pipeline:
         if evaluated is not None:
             await self._record([evaluated], stats)
 
-    async def _evaluate(self, claim: Claim, stats: TickStats) -> _Done | None:
-        """Load, assemble and evaluate a claimed thread; None (and the claim released for a retry)
-        when that fails."""
+    async def _evaluate(self, claim: Claim, stats: TickStats, stored: StoredThread | None = None) -> _Done | None:
+        """Assemble and evaluate a claimed thread (loaded unless `stored` is given); None (and the
+        claim released for a retry) when that fails."""
         try:
-            stored = await self.store.load_thread(claim.thread_key)
+            stored = stored if stored is not None else await self.store.load_thread(claim.thread_key)
             thread, parts = thread_from_stored(stored, version=claim.version)
             self.unreadable.observe(thread, self.telemetry)
             reuse: dict[tuple[str, str], MetricResult] = {}

@@ -159,6 +159,8 @@ class Store(Protocol):
 
     async def load_thread(self, thread_key: str) -> StoredThread: ...
 
+    async def load_threads(self, thread_keys: Sequence[str]) -> dict[str, StoredThread]: ...
+
     async def record(
         self,
         claim: Claim,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -521,52 +521,64 @@ class SqlStore:
             trace_ids = list(
                 (await conn.execute(select(t.traces.c.trace_id).where(t.traces.c.thread_key == thread_key))).scalars()
             )
-            by_trace = await self._spans(conn, thread_key, trace_ids)
+            by_trace = await self._spans(conn, {thread_key: trace_ids})
         return [by_trace[tid] for tid in trace_ids if tid in by_trace]
 
     async def load_thread(self, thread_key: str) -> StoredThread:
         """What the thread's traces contribute: the stored part of every trace unchanged since it was
         assembled (and of every trace whose spans were deleted), and the spans of the others."""
+        return (await self.load_threads([thread_key]))[thread_key]
+
+    async def load_threads(self, thread_keys: Sequence[str]) -> dict[str, StoredThread]:
+        """`load_thread` for several threads, in a few queries for all of them."""
         tr, tu = t.traces.c, t.turns.c
-        query = (
-            select(tr.trace_id, tr.revision, tr.pruned, tu.revision.label("part_revision"), tu.data)
-            .select_from(t.traces.outerjoin(t.turns, tu.trace_id == tr.trace_id))
-            .where(tr.thread_key == thread_key)
-        )
-        out = StoredThread(thread_key)
+        out = {key: StoredThread(key) for key in thread_keys}
+        assemble: dict[str, list[str]] = defaultdict(list)  # thread -> traces to assemble
         async with self.engine.connect() as conn:
-            for r in await conn.execute(query):
-                if r.data is not None and (r.pruned or r.part_revision == r.revision):
-                    out.parts[r.trace_id] = r.data
-                elif not r.pruned:
-                    out.revisions[r.trace_id] = r.revision
-            if out.revisions:
-                out.traces = await self._spans(conn, thread_key, list(out.revisions))
+            for chunk in _chunks(list(out)):
+                query = (
+                    select(tr.thread_key, tr.trace_id, tr.revision, tr.pruned, tu.revision.label("part"), tu.data)
+                    .select_from(t.traces.outerjoin(t.turns, tu.trace_id == tr.trace_id))
+                    .where(tr.thread_key.in_(chunk))
+                )
+                for r in await conn.execute(query):
+                    stored = out[r.thread_key]
+                    if r.data is not None and (r.pruned or r.part == r.revision):
+                        stored.parts[r.trace_id] = r.data
+                    elif not r.pruned:
+                        stored.revisions[r.trace_id] = r.revision
+                        assemble[r.thread_key].append(r.trace_id)
+            spans = await self._spans(conn, assemble)
+        for key, trace_ids in assemble.items():
+            out[key].traces = {tid: spans[tid] for tid in trace_ids if tid in spans}
         return out
 
-    async def _spans(self, conn: AsyncConnection, thread_key: str, trace_ids: list[str]) -> dict[str, list[Span]]:
-        """Spans of these traces of one thread, by trace, with their histories and log events joined."""
-        raw: list[bytes] = []
+    async def _spans(self, conn: AsyncConnection, traces: Mapping[str, list[str]]) -> dict[str, list[Span]]:
+        """Spans of these traces (thread -> its trace ids), by trace id, histories and log events joined."""
+        trace_ids = [tid for ids in traces.values() for tid in ids]
+        raw: list[tuple[str, bytes]] = []
         raw_events: list[tuple[str, str, bytes]] = []
         for chunk in _chunks(trace_ids):
-            raw += (await conn.execute(select(t.spans.c.data).where(t.spans.c.trace_id.in_(chunk)))).scalars()
+            query = select(t.spans.c.trace_id, t.spans.c.data).where(t.spans.c.trace_id.in_(chunk))
+            raw += [tuple(r) for r in await conn.execute(query)]
             query = select(t.span_events.c.trace_id, t.span_events.c.span_id, t.span_events.c.data)
             raw_events += [tuple(r) for r in await conn.execute(query.where(t.span_events.c.trace_id.in_(chunk)))]
         if not raw:
             return {}
         ms = t.messages.c
-        nodes = {
-            r.id: (r.parent, r.data)
-            for r in await conn.execute(select(ms.id, ms.parent, ms.data).where(ms.thread_key == thread_key))
-        }
-        histories = history.Histories(nodes)
+        nodes: dict[str, dict[str, tuple[str | None, bytes]]] = defaultdict(dict)
+        for chunk in _chunks(list(traces)):
+            query = select(ms.thread_key, ms.id, ms.parent, ms.data).where(ms.thread_key.in_(chunk))
+            for key, node, parent, data in await conn.execute(query):
+                nodes[key][node] = (parent, data)
+        thread_of = {tid: key for key, ids in traces.items() for tid in ids}
+        histories = {key: history.Histories(nodes[key]) for key in traces}
         by_trace: dict[str, list[Span]] = defaultdict(list)
-        for data in raw:
-            span = history.read_span(data, histories)
-            by_trace[span.trace_id].append(span)
+        for trace_id, data in raw:
+            by_trace[trace_id].append(history.read_span(data, histories[thread_of[trace_id]]))
         events: dict[tuple[str, str], list[SpanEvent]] = defaultdict(list)
         for trace_id, span_id, data in raw_events:
-            events[(trace_id, span_id)].append(history.read_event(data, histories))
+            events[(trace_id, span_id)].append(history.read_event(data, histories[thread_of[trace_id]]))
         for spans in by_trace.values():
             for s in spans:
                 extra = events.get((s.trace_id, s.span_id))
@@ -609,10 +621,10 @@ class SqlStore:
                 if res.rowcount != 1:
                     continue
                 recorded.add(i)
-                await self._write_results(conn, claim, item.outgoing, sinks, now)
                 if item.review is not None and item.review.reasons and claim.mode is Mode.THREAD:
                     await self._write_review(conn, claim, item.review, now)
                 parts.update(item.parts)
+            await self._write_results(conn, [(items[i].claim, items[i].outgoing) for i in sorted(recorded)], sinks, now)
             await self._write_parts(conn, parts)
         return [i in recorded for i in range(len(items))]
 
@@ -629,57 +641,58 @@ class SqlStore:
             await conn.execute(upsert, list(chunk))
 
     async def _write_results(
-        self, conn: AsyncConnection, claim: Claim, outgoing: list[Outgoing], sinks: list[str], now: float
+        self, conn: AsyncConnection, recorded: list[tuple[Claim, list[Outgoing]]], sinks: list[str], now: float
     ) -> None:
-        if not outgoing:
+        """Upsert the results of these claims; an outbox row per sink for each result that changed."""
+        ids = [o.id for _, outgoing in recorded for o in outgoing]
+        if not ids:
             return
         known: dict[str, str] = {}
-        ids = [o.id for o in outgoing]
         for chunk in _chunks(ids):
             res = await conn.execute(select(t.results.c.id, t.results.c.digest).where(t.results.c.id.in_(chunk)))
             known.update({r.id: r.digest for r in res})
         rows, deliveries = [], []
-        for o in outgoing:
-            data = pydantic_core.to_json(o.result)
-            digest = _digest(pydantic_core.to_json(o.result.model_dump(exclude={"duration_ms"})))
-            rows.append(
-                {
-                    "id": o.id,
-                    "thread_key": claim.thread_key,
-                    "target": o.target,
-                    "metric": o.result.metric,
-                    "thread_version": claim.version,
-                    "digest": digest,
-                    "data": data,
-                    "updated_at": now,
-                }
-            )
-            if known.get(o.id) == digest:
-                continue  # unchanged: nothing new to deliver
-            payload = orjson.dumps(
-                {
-                    "result_id": o.id,
-                    "thread_key": claim.thread_key,
-                    "target": o.target,
-                    "thread_version": claim.version,
-                    "anchor": o.anchor,
-                    "result": orjson.loads(data),
-                }
-            )
-            deliveries += [
-                {"sink": s, "kind": "result", "ref": o.id, "digest": digest, "payload": payload, "created_at": now}
-                for s in sinks
-            ]
+        for claim, outgoing in recorded:
+            for o in outgoing:
+                data = pydantic_core.to_json(o.result)
+                digest = _digest(o.result.model_dump_json(exclude={"duration_ms"}).encode())
+                rows.append(
+                    {
+                        "id": o.id,
+                        "thread_key": claim.thread_key,
+                        "target": o.target,
+                        "metric": o.result.metric,
+                        "thread_version": claim.version,
+                        "digest": digest,
+                        "data": data,
+                        "updated_at": now,
+                    }
+                )
+                if known.get(o.id) == digest or not sinks:
+                    continue  # unchanged: nothing new to deliver
+                payload = orjson.dumps(
+                    {
+                        "result_id": o.id,
+                        "thread_key": claim.thread_key,
+                        "target": o.target,
+                        "thread_version": claim.version,
+                        "anchor": o.anchor,
+                        "result": orjson.Fragment(data),
+                    }
+                )
+                deliveries += [
+                    {"sink": s, "kind": "result", "ref": o.id, "digest": digest, "payload": payload, "created_at": now}
+                    for s in sinks
+                ]
         ins = self._insert(t.results)
-        await conn.execute(
-            ins.on_conflict_do_update(
-                index_elements=[t.results.c.id],
-                set_={c: ins.excluded[c] for c in ("thread_version", "digest", "data", "updated_at", "target")},
-            ),
-            rows,
+        upsert = ins.on_conflict_do_update(
+            index_elements=[t.results.c.id],
+            set_={c: ins.excluded[c] for c in ("thread_version", "digest", "data", "updated_at", "target")},
         )
-        if deliveries:
-            await conn.execute(self._insert(t.outbox).on_conflict_do_nothing(), deliveries)
+        for chunk in _chunks(sorted(rows, key=lambda r: r["id"])):  # one lock order across replicas
+            await conn.execute(upsert, list(chunk))
+        for chunk in _chunks(deliveries):
+            await conn.execute(self._insert(t.outbox).on_conflict_do_nothing(), list(chunk))
 
     async def _write_review(self, conn: AsyncConnection, claim: Claim, review: ReviewRequest, now: float) -> None:
         rv = t.review_items.c
