@@ -81,8 +81,10 @@ class Pipeline:
         return Readiness(turn_settle=s.turn_settle_seconds, thread_idle=s.thread_idle_seconds)
 
     async def tick(self, *, settle_all: bool = False, deliver: bool = True) -> TickStats:
-        """Pull, claim, evaluate and record, then (with `deliver`) deliver the outbox. With
-        `settle_all`, every turn and thread counts as ready. The long-running worker delivers on a
+        """Pull, claim, evaluate and record, then (with `deliver`) deliver the outbox. Claims go on batch
+        after batch while full batches are ready, for up to `tick_seconds` (a backlog drains without
+        waiting for the next tick). With `settle_all`, every turn and thread counts as ready, and
+        claims go on until none is left. The long-running worker delivers on a
         schedule of its own, so deliveries and evaluations do not wait for each other."""
         started = time.perf_counter()
         stats = TickStats()
@@ -96,12 +98,14 @@ class Pipeline:
                     self.telemetry.source_errors.labels(source.name).inc()
                 log.error("source pull failed", source=source.name, error=f"{type(exc).__name__}: {exc}")
         ready = SETTLED if settle_all else self.readiness
-        while True:
+        schedule = self.settings.schedule
+        until = time.monotonic() + schedule.tick_seconds
+        while True:  # a full batch means more may be ready: claim again, for up to one tick interval
             claims = await self.store.claim(
-                self.owner, self.clock(), ready, self.settings.schedule.batch_size, self.settings.schedule.lease_seconds
+                self.owner, self.clock(), ready, schedule.batch_size, schedule.lease_seconds
             )
             await self._evaluate_all(claims, stats)
-            if not settle_all or not claims:
+            if not claims or (not settle_all and (len(claims) < schedule.batch_size or time.monotonic() >= until)):
                 break
         if deliver:
             stats.delivery = await self.deliver()

@@ -70,27 +70,35 @@ def node_id(parent: str | None, data: bytes) -> str:
 
 class Chains:
     """The latest chain seen per (thread, attribute), so a history that extends it is hashed only
-    where it is new (its items are compared with the last chain's, position by position). Bounded to
-    `size` chains, least recent first out; forgetting one only costs hashing it again."""
+    where it is new (its items are compared with the last chain's, position by position). Holds at
+    most `max_bytes` of items, least recent chains first out; forgetting one only costs hashing again."""
 
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self._last: dict[tuple[str, str], tuple[list[bytes], list[str]]] = {}
+    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self.held = 0
+        self._last: dict[tuple[str, str], tuple[list[bytes], list[str], int]] = {}
 
     def add(self, slot: tuple[str, str], items: list[bytes], nodes: Nodes) -> str:
         """Add the chain of `items` to `nodes`; returns the id of its last node."""
-        last_items, last_ids = self._last.pop(slot, ((), ()))
+        last_items, last_ids, last_size = self._last.pop(slot, ((), (), 0))
+        self.held -= last_size
+        kept: list[bytes] = []
         ids: list[str] = []
         parent: str | None = None
         for i, data in enumerate(items):
-            same = i < len(last_items) and last_items[i] == data and (i == 0 or last_ids[i - 1] == parent)
-            nid = last_ids[i] if same else node_id(parent, data)
+            if i < len(last_items) and last_items[i] == data and (i == 0 or last_ids[i - 1] == parent):
+                nid, data = last_ids[i], last_items[i]
+            else:
+                nid, data = node_id(parent, data), bytes(memoryview(data))  # an exact-size copy to keep
             nodes[nid] = (parent, data)
+            kept.append(data)
             ids.append(nid)
             parent = nid
-        self._last[slot] = (items, ids)
-        if len(self._last) > self.size:
-            del self._last[next(iter(self._last))]
+        size = sum(map(len, kept)) + 100 * len(ids)
+        self._last[slot] = (kept, ids, size)
+        self.held += size
+        while self.held > self.max_bytes and self._last:
+            self.held -= self._last.pop(next(iter(self._last)))[2]
         assert parent is not None
         return parent
 
@@ -239,10 +247,10 @@ class Histories:
             return attrs
         out: dict[str, Any] = {}
         for key, value in attrs.items():
-            if not _is_marker(value):
+            marker = value[MARK] if _is_marker(value) else None
+            if marker is None or marker.get("head") not in self._nodes:  # a value that only looks like one
                 out[key] = value
                 continue
-            marker = value[MARK]
             items = self.messages(marker["head"])
             if marker.get("flat"):
                 for i, fields in enumerate(items):
@@ -252,14 +260,14 @@ class Histories:
             restored: Any = list(items)  # callers may change what they get; the chain is shared
             if "rest" in marker:
                 pairs = list(marker["rest"].items())
-                pairs.insert(marker["at"], ("messages", items))
+                pairs.insert(marker["at"], ("messages", restored))
                 restored = dict(pairs)
             out[key] = orjson.dumps(restored).decode() if marker["s"] else restored
         return out
 
 
 def _is_marker(value: Any) -> bool:
-    return type(value) is dict and MARK in value
+    return type(value) is dict and len(value) == 1 and type(value.get(MARK)) is dict
 
 
 def _event(data: dict[str, Any], join: Callable[[Any], Any]) -> SpanEvent:
@@ -290,11 +298,12 @@ RETENTION_FLOOR_SECONDS = 3600.0
 
 class KnownNodes:
     """Nodes this process stored in threads it changed, for KNOWN_SECONDS: a span whose history
-    extends one stored moments ago sends only its new nodes. Bounded to `max_threads` threads (least
-    recently stored first out); forgetting is always safe, a forgotten node is merely sent again."""
+    extends one stored moments ago sends only its new nodes. Holds at most `max_ids` ids, the least
+    recently stored threads first out; forgetting is always safe, a forgotten node is merely sent again."""
 
-    def __init__(self, max_threads: int = 4096) -> None:
-        self.max_threads = max_threads
+    def __init__(self, max_ids: int = 200_000) -> None:
+        self.max_ids = max_ids
+        self.held = 0
         self._threads: dict[str, tuple[float, set[str]]] = {}
 
     def known(self, thread_key: str, now: float) -> set[str]:
@@ -307,11 +316,16 @@ class KnownNodes:
         """`ids` were committed in `thread_key`, whose activity time is now `now`."""
         ids = set(ids)
         found = self._threads.pop(thread_key, None)
-        if found is not None and 0 <= now - found[0] < KNOWN_SECONDS:
-            ids |= found[1]
+        if found is not None:
+            self.held -= len(found[1])
+            if 0 <= now - found[0] < KNOWN_SECONDS:
+                ids |= found[1]
         self._threads[thread_key] = (now, ids)  # most recent last
-        while len(self._threads) > self.max_threads:
-            del self._threads[next(iter(self._threads))]
+        self.held += len(ids)
+        while self.held > self.max_ids and self._threads:
+            self.held -= len(self._threads.pop(next(iter(self._threads)))[1])
 
     def forget(self, thread_key: str) -> None:
-        self._threads.pop(thread_key, None)
+        found = self._threads.pop(thread_key, None)
+        if found is not None:
+            self.held -= len(found[1])
