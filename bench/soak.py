@@ -300,7 +300,12 @@ class Sidecar:
     """`tracing-eval run --source otlp-http` in a subprocess, its output in a log file."""
 
     def __init__(
-        self, env: dict[str, str], workdir: Path, sinks: Sequence[str], prefix: Sequence[str] = (), name: str = "sidecar"
+        self,
+        env: dict[str, str],
+        workdir: Path,
+        sinks: Sequence[str],
+        prefix: Sequence[str] = (),
+        name: str = "sidecar",
     ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
