@@ -264,3 +264,16 @@ async def test_a_schema_1_store_is_upgraded_in_place(store: SqlStore, settings: 
         ]
     finally:
         await upgraded.close()
+
+
+async def test_a_tick_claims_batch_after_batch_while_full_batches_are_ready(store: SqlStore, settings: Settings) -> None:
+    """A backlog drains without waiting a tick interval per batch."""
+    clock = Clock(T0)
+    settings.schedule.batch_size = 3
+    p = pipeline(store, settings, clock)
+    for c in range(7):
+        await store.ingest(turn(f"b{c}", 0, []), clock())
+    clock.now += settings.schedule.thread_idle_seconds + 1
+    stats = await p.tick(deliver=False)
+    assert stats.threads_evaluated == 7 and stats.errors == 0
+    assert all(s["evaluated_version"] == s["version"] for s in await store.thread_states())
