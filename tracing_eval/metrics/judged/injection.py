@@ -13,11 +13,15 @@ import re
 from typing import Any
 
 from tracing_eval.model import Thread
+from tracing_eval.transcripts import tool_result_messages
 
 SIGNALS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "transcript_line",
-        re.compile(r"(?im)^\W{0,3}\[\d+\]\s*(user|assistant|tool|system)\b|\(turn \d+\)\s*:|^-{2,}\s*turn \d+"),
+        re.compile(
+            r"(?im)^\W{0,3}\[\d+\]\s*(user|assistant|tool|system)\b|\(turn \d+\)\s*:|^-{2,}\s*turns? \d+|"
+            r"\[clipped: [\d,]+ of"
+        ),
     ),
     (
         "system_prompt_header",
@@ -38,20 +42,24 @@ SIGNALS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
-def suspected_injection(thread: Thread, first: int | None = None, last: int | None = None) -> list[dict[str, Any]]:
-    """Messages (of turns `first`..`last`, by default all) whose content carries an injection signal:
-    `[{"message": n, "signals": [...]}]`, tool call arguments and results included."""
+_BREAKS = re.compile("\r\n?|[\u0085\u2028\u2029\x0b\x0c\x1c-\x1e]")
+
+
+def signals_of(text: str) -> list[str]:
+    """The injection signals in one text (any kind of line break counts as one)."""
+    text = _BREAKS.sub("\n", text)
+    return sorted(name for name, pattern in SIGNALS if pattern.search(text))
+
+
+def suspected_injection(thread: Thread) -> list[dict[str, Any]]:
+    """Messages whose content carries an injection signal: `[{"message": n, "signals": [...]}]`.
+    A tool result counts at its tool message, or at its call's message when no tool message holds it."""
+    answered = tool_result_messages(thread.messages)
     found: list[dict[str, Any]] = []
-    for turn in thread.turns:
-        if (first is not None and turn.index < first) or (last is not None and turn.index > last):
-            continue
-        for m in turn.messages:
-            texts = [
-                m.content,
-                *(str(c.result or "") for c in m.tool_calls),
-                *(str(c.error or "") for c in m.tool_calls),
-            ]
-            signals = sorted({name for name, pattern in SIGNALS for text in texts if text and pattern.search(text)})
-            if signals and m.position is not None:
-                found.append({"message": m.position, "signals": signals})
+    for m in thread.messages:
+        inline = [c for c in m.tool_calls if id(c) not in answered]
+        texts = [m.content, *(str(c.result) for c in inline if c.result), *(str(c.error) for c in inline if c.error)]
+        signals = sorted({s for text in texts if text for s in signals_of(text)})
+        if signals and m.position is not None:
+            found.append({"message": m.position, "signals": signals})
     return found

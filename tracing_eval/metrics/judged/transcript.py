@@ -30,6 +30,7 @@ from typing import Any
 
 from tracing_eval.metrics.judged.injection import suspected_injection
 from tracing_eval.model import Message, Thread, ToolCall, Turn
+from tracing_eval.transcripts import tool_result_messages
 
 #: Line breaks that JSON leaves unescaped but readers may honour.
 _RAW_BREAKS = {"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -176,27 +177,6 @@ class Rendered:
 # -- rendering --------------------------------------------------------------------------------------
 
 
-def tool_result_messages(messages: Iterable[Message]) -> dict[int, Message]:
-    """The tool message that answers each tool call, by `id(call)`.
-
-    A tool message answers the earliest open call with its `tool_call_id`, or the earliest open
-    call when it names none (the rule `transcripts.link_tool_results` follows).
-    """
-    answered: dict[int, Message] = {}
-    open_calls: list[ToolCall] = []
-    for m in messages:
-        if m.role == "assistant":
-            open_calls += m.tool_calls
-        elif m.role == "tool" and open_calls:
-            call = next((c for c in open_calls if m.tool_call_id and c.id == m.tool_call_id), None)
-            if call is None and not (m.tool_call_id and any(c.id for c in open_calls)):
-                call = open_calls[0]
-            if call is not None:
-                open_calls.remove(call)
-                answered[id(call)] = m
-    return answered
-
-
 class _Lines:
     """The lines of one rendering, collecting what was clipped."""
 
@@ -255,7 +235,11 @@ def _system_block(prompt: str | None, budget_tokens: int) -> tuple[list[str], di
     allowed = budget_tokens // 2
     if tokens <= allowed:
         return ["SYSTEM PROMPT OF THE ASSISTANT:", encoded], None
-    shown = data(prompt, max(MIN_CLIP_CHARS, math.floor(len(prompt) * allowed / tokens)))
+    cap = math.floor(len(prompt) * allowed / tokens)
+    shown = data(prompt, max(MIN_CLIP_CHARS, cap))
+    while estimate_tokens(shown.shown) > allowed and cap > MIN_CLIP_CHARS:  # the marker and cut words count too
+        cap = cap * 9 // 10
+        shown = data(prompt, max(MIN_CLIP_CHARS, cap))
     head = "SYSTEM PROMPT OF THE ASSISTANT (clipped to fit the judge's token budget):"
     return [head, shown.shown], {"hidden": shown.clipped, "of": shown.total}
 
