@@ -112,11 +112,6 @@ class JudgeContext:
     options: dict[str, Any] = field(default_factory=dict)  # this metric's options (config, thread metadata)
     reuse: dict[tuple[str, str], MetricResult] = field(default_factory=dict)  # (metric, input hash)
 
-    @property
-    def transcript(self) -> str:
-        """The whole thread as the judge reads it."""
-        return self.transcripts.whole().text
-
     def deterministic_result(self, metric: str, turn_index: int | None = None) -> MetricResult | None:
         return next((r for r in self.deterministic if r.metric == metric and r.turn_index == turn_index), None)
 
@@ -240,14 +235,6 @@ def text_of(data: Any, key: str) -> str:
     if not isinstance(value, str):
         raise MalformedAnswer(f"{key!r} must be a string; got {value!r}")
     return value.strip()
-
-
-def strings_of(data: Any, key: str) -> list[str]:
-    """A list-of-strings field of the answer; anything else is a malformed answer."""
-    value = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise MalformedAnswer(f"{key!r} must be a list of strings; got {value!r}")
-    return [v.strip() for v in value]
 
 
 def reuse_prior(

@@ -110,13 +110,10 @@ def data(value: Any, cap: int) -> Data:
     longer content keeps its head (two thirds) and tail, with a marker outside the JSON."""
     if value is None:
         return Data('""')
-    if isinstance(value, str):
-        parsed = _as_json(value)
-        text = value
-    else:
-        parsed, text = value, json_value(value)
+    parsed = _as_json(value) if isinstance(value, str) else value
+    text = json_value(parsed) if parsed is not None else str(value)
     if len(text) <= cap:
-        return Data(json_value(parsed) if parsed is not None else json_string(text))
+        return Data(text if parsed is not None else json_string(text))
     head, tail = text[: cap * 2 // 3], text[len(text) - cap // 3 :]
     hidden = len(text) - len(head) - len(tail)
     marker = f"[clipped: {hidden:,} of {len(text):,} characters not shown]"
