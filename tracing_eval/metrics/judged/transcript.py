@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from tracing_eval.metrics.judged.injection import suspected_injection
@@ -54,7 +55,8 @@ def estimate_tokens(text: str) -> int:
     Each punctuation mark is one token; a word of ASCII letters one per 4 letters; digits one per 3;
     mixed letters and digits one per 2; CJK one per character, other scripts one per 3 characters.
     On the shared datasets this is 1.3-1.6 times o200k's count in total and below it for about
-    1% of single messages, so a budget in these tokens holds for the judge's tokenizer.
+    1% of single messages, so a budget in these tokens holds for the judge's tokenizer. It is never
+    above `len(text)`, so text of at most N characters needs no estimate to fit N tokens.
     """
     n = 0
     for piece in _PIECES.findall(text):
@@ -153,11 +155,18 @@ class Rendered:
     """A rendered transcript and what it left out."""
 
     text: str
-    tokens: int
+    budget_tokens: int
     clipped: dict[int, dict[str, int]] = field(default_factory=dict)  # message -> {hidden, of} characters
     elided_turns: list[int] = field(default_factory=list)
     system_prompt_clipped: dict[str, int] | None = None
-    over_budget: bool = False
+
+    @cached_property
+    def tokens(self) -> int:
+        return estimate_tokens(self.text)
+
+    @property
+    def over_budget(self) -> bool:
+        return len(self.text) > self.budget_tokens and self.tokens > self.budget_tokens
 
     def notes(self) -> dict[str, Any]:
         """What was not shown, for a result's evidence (empty when everything was)."""
@@ -228,9 +237,8 @@ def _system_block(prompt: str | None, budget_tokens: int) -> tuple[list[str], di
     if not prompt:
         return [], None
     encoded = json_string(prompt)
-    tokens = estimate_tokens(encoded)
     allowed = budget_tokens // 2
-    if tokens <= allowed:
+    if len(encoded) <= allowed or (tokens := estimate_tokens(encoded)) <= allowed:
         return ["SYSTEM PROMPT OF THE ASSISTANT:", encoded], None
     cap = math.floor(len(prompt) * allowed / tokens)
     shown = data(prompt, max(MIN_CLIP_CHARS, cap))
@@ -274,11 +282,12 @@ def _render(
     first_index = next((k for k, t in enumerate(thread.turns) if turns and t is turns[0]), 0)
     if first_index > 0:
         head.append(_gap(thread.turns[:first_index], positions, before))
-    cost = {t.index: estimate_tokens("\n".join(b)) for t, b in blocks}
-    fixed = estimate_tokens("\n".join(head))
     shown = [t.index for t, _ in blocks]
     elided: list[int] = []
-    if fixed + sum(cost.values()) > limits.budget_tokens and len(blocks) > 2:
+    chars = sum(len(line) + 1 for _, body in blocks for line in body) + sum(len(line) + 1 for line in head)
+    cost = {} if chars <= limits.budget_tokens else {t.index: estimate_tokens("\n".join(b)) for t, b in blocks}
+    fixed = estimate_tokens("\n".join(head)) if cost else 0
+    if cost and fixed + sum(cost.values()) > limits.budget_tokens and len(blocks) > 2:
         must = {shown[0], shown[-1]} | (keep & set(shown))
         room = limits.budget_tokens - fixed - sum(cost[i] for i in must) - 40 * len(shown)
         chosen = set(must)
@@ -301,10 +310,9 @@ def _render(
     if run:
         out.append(_gap(run, positions, "left out to fit the judge's token budget"))
     text = "\n".join(out)
-    tokens = estimate_tokens(text)
     hidden = {positions[id(m)] for t in turns if t.index in elided for m in t.messages}
     clipped = {p: c for p, c in lines.clipped.items() if p not in hidden}
-    return Rendered(text, tokens, clipped, elided, system_clipped, tokens > limits.budget_tokens)
+    return Rendered(text, limits.budget_tokens, clipped, elided, system_clipped)
 
 
 def _fit(
