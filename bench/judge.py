@@ -301,6 +301,9 @@ def client_command(
             "DEEPEVAL_TELEMETRY_OPT_OUT": "1",
             "DEEPEVAL_NO_INSPECT_PROMPT": "1",
             "DEEPEVAL_GRPC_LOGGING": "0",
+            # DeepEval cancels a metric after its own per-task timeout; on a busy machine KnowledgeRetention's
+            # long chain of calls hits it, which would lose calls from the count
+            "DEEPEVAL_PER_TASK_TIMEOUT_SECONDS_OVERRIDE": "1800",
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "NO_COLOR": "1",
         }
