@@ -28,6 +28,7 @@ from tracing_eval.config import JudgeSettings
 from tracing_eval.judge import JudgeClient, schema_name
 from tracing_eval.metrics.judged.base import JudgeContext, JudgeRequest, JudgeUsage
 from tracing_eval.metrics.judged.batch import METRIC as BATCH
+from tracing_eval.metrics.judged.question import Question
 from tracing_eval.metrics.judged.transcript import Limits, Transcripts
 from tracing_eval.model import MetricResult, Thread
 from tracing_eval.transcripts import thread_from_messages
@@ -176,6 +177,13 @@ def judge_context(
         options=options or {},
         reuse=reuse or {},
     )
+
+
+def question_of(metric: Any, thread: Thread, **context: Any) -> Question[Any]:
+    """The question a thread metric would ask about `thread` (no call is made)."""
+    found = metric.question(thread, judge_context(thread, ScriptedJudge({}), **context))
+    assert isinstance(found, Question), found
+    return found
 
 
 def strict_schema_problems(schema: Mapping[str, Any], path: str = "$") -> list[str]:

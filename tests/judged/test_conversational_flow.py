@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
+from tests.judged.fakes import ScriptedJudge, chat, judge_context, question_of, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.base import V5_PLUS, JudgedMetric
-from tracing_eval.metrics.judged.conversational_flow import NAME, ConversationalFlow, schema
+from tracing_eval.metrics.judged.conversational_flow import NAME, ConversationalFlow
 from tracing_eval.model import MetricResult, Status, Thread
 
 THREAD = chat(
@@ -18,7 +18,6 @@ THREAD = chat(
 
 
 ISSUE = {"issue": "skips the seat question", "messages": [3]}
-SCHEMA = schema({0, 1, 2, 3})
 
 
 def answer(verdict: str, issues: list[dict[str, Any]] | None = None, reason: str = "r") -> dict[str, Any]:
@@ -34,11 +33,12 @@ async def run(thread: Thread, *answers: Any) -> tuple[MetricResult, ScriptedJudg
 
 def test_spec_and_schema() -> None:
     metric = ConversationalFlow()
+    schema = question_of(metric, THREAD).schema
     assert isinstance(metric, JudgedMetric)
     assert (metric.spec.name, metric.spec.tier, metric.spec.threshold) == ("conversational_flow", "judge", 0.7)
-    assert strict_schema_problems(SCHEMA) == [] and verdict_last(SCHEMA)
-    assert SCHEMA["properties"]["key_issues"]["items"]["properties"]["messages"]["items"]["enum"] == [0, 1, 2, 3]
-    assert SCHEMA["properties"]["verdict"]["enum"] == ["fully", "mostly", "partial", "minor", "none"]
+    assert strict_schema_problems(schema) == [] and verdict_last(schema)
+    assert schema["properties"]["key_issues"]["items"]["properties"]["messages"]["items"]["enum"] == [0, 1, 2, 3]
+    assert schema["properties"]["verdict"]["enum"] == ["fully", "mostly", "partial", "minor", "none"]
 
 
 def test_weights_follow_the_seed() -> None:
@@ -56,7 +56,7 @@ async def test_every_label_scores_its_weight(label: str, weight: float) -> None:
 async def test_prompt_has_every_label_the_rules_and_the_seed_examples() -> None:
     _, judge = await run(THREAD, answer("fully"))
     [request] = judge.requests
-    assert request.schema == SCHEMA
+    assert request.schema == question_of(ConversationalFlow(), THREAD).schema
     assert request.transcript is not None and request.transcript.startswith("CONVERSATION:\n--- turn 0")
     for label in V5_PLUS:
         assert f"- {label}:" in request.instructions

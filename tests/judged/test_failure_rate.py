@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
+from tests.judged.fakes import ScriptedJudge, chat, judge_context, question_of, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.base import FR6, JudgedMetric
-from tracing_eval.metrics.judged.failure_rate import NAME, FailureRate, schema
+from tracing_eval.metrics.judged.failure_rate import NAME, FailureRate
 from tracing_eval.model import MetricResult, Status, Thread
 
 THREAD = chat(
@@ -32,7 +32,7 @@ def test_spec_and_schema() -> None:
     metric = FailureRate()
     assert isinstance(metric, JudgedMetric)
     assert (metric.spec.name, metric.spec.tier, metric.spec.threshold) == ("failure_rate", "judge", 0.7)
-    found = schema({0, 1, 2, 3})
+    found = question_of(metric, THREAD).schema
     assert strict_schema_problems(found) == [] and verdict_last(found)
     assert list(found["properties"]) == ["evidence", "reason", "verdict"]
     assert set(found["properties"]["verdict"]["enum"]) == set(FR6)
@@ -62,7 +62,7 @@ async def test_every_label_scores_its_weight(label: str, weight: float) -> None:
 async def test_prompt_has_the_seed_rubric_examples_and_the_unknown_rule() -> None:
     _, judge = await run(THREAD, answer("alternative_proposed"))
     [request] = judge.requests
-    assert request.schema == schema({0, 1, 2, 3})
+    assert request.schema == question_of(FailureRate(), THREAD).schema
     assert request.transcript is not None and request.transcript.startswith("CONVERSATION:\n--- turn 0\n[0] user:")
     for label in FR6:
         assert f"- {label}" in request.instructions

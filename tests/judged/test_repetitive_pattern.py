@@ -4,11 +4,11 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
+from tests.judged.fakes import ScriptedJudge, chat, judge_context, question_of, strict_schema_problems, verdict_last
 from tracing_eval.metrics.deterministic.refusal_loop import RefusalLoop
 from tracing_eval.metrics.deterministic.repetition import Repetition
 from tracing_eval.metrics.judged.base import V5_MINUS, JudgedMetric
-from tracing_eval.metrics.judged.repetitive_pattern import GATE_MAX_SIMILARITY, NAME, RepetitivePattern, schema
+from tracing_eval.metrics.judged.repetitive_pattern import GATE_MAX_SIMILARITY, NAME, RepetitivePattern
 from tracing_eval.model import MetricResult, Status, Thread, score_result
 from tracing_eval.transcripts import thread_from_messages
 
@@ -64,7 +64,7 @@ def test_spec_and_schema() -> None:
         0.7,
         ("thread",),
     )
-    found = schema({1, 3, 5})
+    found = question_of(metric, LOOP, deterministic=deterministic(LOOP)).schema
     assert strict_schema_problems(found) == [] and verdict_last(found)
     assert found["properties"]["verdict"]["enum"] == ["none", "minor", "partial", "mostly", "fully"]
     item = found["properties"]["repeated_segments"]["items"]["properties"]
@@ -87,7 +87,8 @@ def test_weights_follow_the_seed() -> None:
 async def test_prompt_has_the_labels_rules_examples_and_the_lexical_evidence() -> None:
     result, judge = await run(LOOP, answer())
     [request] = judge.requests
-    assert request.metric == NAME and request.schema == schema({1, 3, 5})
+    assert request.metric == NAME
+    assert request.schema == question_of(RepetitivePattern(), LOOP, deterministic=deterministic(LOOP)).schema
     assert request.transcript is not None and request.transcript.startswith("CONVERSATION:\n--- turn 0")
     for label in V5_MINUS:
         assert f"- {label}:" in request.instructions

@@ -6,24 +6,10 @@ of per-turn scores that an average would dilute. Needs at least two exchanges.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 from tracing_eval.metrics.deterministic.views import located
-from tracing_eval.metrics.judged.base import (
-    V5_PLUS,
-    JudgeContext,
-    items_of,
-    label_of,
-    message_schema,
-    numbers_of,
-    strict_object,
-    text_of,
-    verdict_schema,
-)
-from tracing_eval.metrics.judged.question import Question, QuestionMetric, scored
-from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
+from tracing_eval.metrics.judged.base import V5_PLUS, JudgeContext, message_schema, numbers_of, text_of
+from tracing_eval.metrics.judged.question import Field, Question, QuestionMetric, Verdict, verdict_question
+from tracing_eval.model import MetricResult, Thread, not_applicable
 
 NAME = "conversational_flow"
 VERSION = "2"
@@ -61,27 +47,12 @@ Answer in JSON: key_issues (the problems found, each with the numbers of the mes
 shows; empty if none), then reason (one or two sentences), then verdict."""
 
 
-@dataclass(frozen=True)
-class Answer:
-    key_issues: list[dict[str, Any]]
-    reason: str
-    verdict: str
-
-
-def schema(numbers: set[int]) -> dict[str, Any]:
-    item = strict_object({"issue": {"type": "string"}, "messages": {"type": "array", "items": message_schema(numbers)}})
-    return verdict_schema(V5_PLUS, "key_issues", item)
-
-
-def parser(numbers: set[int]) -> Callable[[Any], Answer]:
-    def parse(data: Any) -> Answer:
-        issues = [
-            {"issue": text_of(x, "issue"), "messages": numbers_of(x, "messages", numbers)}
-            for x in items_of(data, "key_issues")
-        ]
-        return Answer(issues, text_of(data, "reason"), label_of(data, "verdict", V5_PLUS))
-
-    return parse
+def fields(numbers: set[int]) -> dict[str, Field]:
+    """A key issue: what went wrong, and the messages where it shows."""
+    return {
+        "issue": ({"type": "string"}, text_of),
+        "messages": ({"type": "array", "items": message_schema(numbers)}, lambda x, k: numbers_of(x, k, numbers)),
+    }
 
 
 class ConversationalFlow(QuestionMetric):
@@ -94,24 +65,9 @@ class ConversationalFlow(QuestionMetric):
     default_threshold = 0.7
     description = "The conversation flows: user signals followed, coherent, no needless detours (judge, V5+)."
 
-    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Answer] | list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Verdict] | list[MetricResult]:
         answered = [t for t in thread.turns if any(m.content.strip() or m.tool_calls for m in t.assistant_messages)]
         if len(answered) < 2:
             return [not_applicable(NAME, "fewer than two exchanges with an assistant reply", version=VERSION)]
         numbers = {x.position for x in located(thread)}
-
-        def result(answer: Answer) -> list[MetricResult]:
-            return [
-                score_result(
-                    NAME,
-                    V5_PLUS[answer.verdict],
-                    threshold=self.spec.threshold,
-                    scope=Scope.THREAD,
-                    label=answer.verdict,
-                    reason=answer.reason,
-                    evidence={"verdict": answer.verdict, "key_issues": answer.key_issues},
-                    version=VERSION,
-                )
-            ]
-
-        return Question(self.spec, INSTRUCTIONS, schema(numbers), parser(numbers), scored(result))
+        return verdict_question(self.spec, V5_PLUS, INSTRUCTIONS, "key_issues", fields(numbers))

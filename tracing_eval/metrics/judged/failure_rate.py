@@ -8,24 +8,10 @@ from it is not counted as invented.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 from tracing_eval.metrics.deterministic.views import located
-from tracing_eval.metrics.judged.base import (
-    FR6,
-    JudgeContext,
-    items_of,
-    label_of,
-    message_schema,
-    number_of,
-    strict_object,
-    text_of,
-    verdict_schema,
-)
-from tracing_eval.metrics.judged.question import Question, QuestionMetric, scored
-from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
+from tracing_eval.metrics.judged.base import FR6, JudgeContext, message_schema, number_of, text_of
+from tracing_eval.metrics.judged.question import Field, Question, QuestionMetric, Verdict, verdict_question
+from tracing_eval.model import MetricResult, Thread, not_applicable
 
 NAME = "failure_rate"
 VERSION = "2"
@@ -58,7 +44,7 @@ there is no population data. Did you mean a real city?" [3] user: "OK, how deep 
 Trench today?" [4] assistant: "Measurements differ; recent sonar surveys give about 10,935 m. \
 NOAA's bathymetry data has the current figure." -> alternative_proposed: no invention, an honest \
 limit, then a source.
-2. [1] user: "Is flight ZX12 on time?" [2] assistant: "" call flight_status({"flight":"ZX12"}) -> \
+2. [1] user: "Is flight ZX12 on time?" [2] assistant calls flight_status({"flight":"ZX12"}) -> \
 ERROR: "timeout" [3] assistant: "Yes, ZX12 is on time and leaves at 14:05." -> hallucination: it \
 reported a status the failed call never returned.
 3. [1] user: "What is the capital of Peru?" [2] assistant: "Lima." [3] user: "And its population \
@@ -69,27 +55,12 @@ Answer in JSON: evidence (the messages behind the verdict, each with its number 
 quote), then reason (one or two sentences), then verdict."""
 
 
-@dataclass(frozen=True)
-class Answer:
-    evidence: list[dict[str, Any]]
-    reason: str
-    verdict: str
-
-
-def parser(numbers: set[int]) -> Callable[[Any], Answer]:
-    def parse(data: Any) -> Answer:
-        evidence = [
-            {"message": number_of(x, "message", numbers), "quote": text_of(x, "quote")}
-            for x in items_of(data, "evidence")
-        ]
-        return Answer(evidence, text_of(data, "reason"), label_of(data, "verdict", FR6))
-
-    return parse
-
-
-def schema(numbers: set[int]) -> dict[str, Any]:
-    item = strict_object({"message": message_schema(numbers), "quote": {"type": "string"}})
-    return verdict_schema(FR6, "evidence", item)
+def fields(numbers: set[int]) -> dict[str, Field]:
+    """An evidence item: a message behind the verdict and a short quote of it."""
+    return {
+        "message": (message_schema(numbers), lambda x, k: number_of(x, k, numbers)),
+        "quote": ({"type": "string"}, text_of),
+    }
 
 
 class FailureRate(QuestionMetric):
@@ -102,23 +73,8 @@ class FailureRate(QuestionMetric):
     default_threshold = 0.7
     description = "Hallucinates, stalls, or admits not knowing and offers an alternative (judge, FR6)."
 
-    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Answer] | list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Verdict] | list[MetricResult]:
         if not any(m.role == "assistant" and (m.content.strip() or m.tool_calls) for m in thread.messages):
             return [not_applicable(NAME, "no assistant reply", version=VERSION)]
         numbers = {x.position for x in located(thread)}
-
-        def result(answer: Answer) -> list[MetricResult]:
-            return [
-                score_result(
-                    NAME,
-                    FR6[answer.verdict],
-                    threshold=self.spec.threshold,
-                    scope=Scope.THREAD,
-                    label=answer.verdict,
-                    reason=answer.reason,
-                    evidence={"verdict": answer.verdict, "evidence": answer.evidence},
-                    version=VERSION,
-                )
-            ]
-
-        return Question(self.spec, INSTRUCTIONS, schema(numbers), parser(numbers), scored(result))
+        return verdict_question(self.spec, FR6, INSTRUCTIONS, "evidence", fields(numbers))

@@ -20,11 +20,16 @@ from tracing_eval.metrics.judged.base import (
     JudgeRequest,
     JudgeUsage,
     annotate,
+    items_of,
     judge_error,
+    label_of,
+    strict_object,
+    text_of,
+    verdict_schema,
     with_usage,
 )
 from tracing_eval.metrics.judged.transcript import Rendered
-from tracing_eval.model import MetricResult, Thread
+from tracing_eval.model import MetricResult, Scope, Thread, score_result
 
 T = TypeVar("T")
 
@@ -84,3 +89,53 @@ def scored(make: Callable[[T], list[MetricResult]]) -> Callable[[T, JudgeUsage],
         return make(answer)
 
     return finish
+
+
+#: A field of a verdict's evidence items: its JSON schema, and how to read it from an item (or raise
+#: MalformedAnswer), e.g. `({"type": "string"}, text_of)`.
+Field = tuple[Mapping[str, Any], Callable[[Any, str], Any]]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A single-verdict answer: the evidence items, the reason, then the label."""
+
+    details: list[dict[str, Any]]
+    reason: str
+    verdict: str
+
+
+def verdict_question(
+    spec: MetricSpec,
+    scale: Mapping[str, float],
+    instructions: str,
+    details: str,
+    fields: Mapping[str, Field],
+    evidence: Mapping[str, Any] | None = None,
+    keep_turns: frozenset[int] = frozenset(),
+) -> Question[Verdict]:
+    """A thread question answered `{<details>: [items], reason, verdict}` on `scale`; the result scores
+    the verdict's weight, labelled with it, with the items (and `evidence`) in its evidence."""
+    schema = verdict_schema(scale, details, strict_object({k: f[0] for k, f in fields.items()}))
+
+    def parse(data: Any) -> Verdict:
+        items = [{k: read(x, k) for k, (_, read) in fields.items()} for x in items_of(data, details)]
+        return Verdict(items, text_of(data, "reason"), label_of(data, "verdict", scale))
+
+    def result(answer: Verdict) -> list[MetricResult]:
+        found = {"verdict": answer.verdict, details: answer.details, **(evidence or {})}
+        weight = scale[answer.verdict]
+        return [
+            score_result(
+                spec.name,
+                weight,
+                threshold=spec.threshold,
+                scope=Scope.THREAD,
+                label=answer.verdict,
+                reason=answer.reason,
+                evidence=found,
+                version=spec.version,
+            )
+        ]
+
+    return Question(spec, instructions, schema, parse, scored(result), keep_turns)

@@ -10,25 +10,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from tracing_eval.metrics.judged.base import (
-    V5_MINUS,
-    JudgeContext,
-    items_of,
-    label_of,
-    message_schema,
-    numbers_of,
-    skipped,
-    strict_object,
-    text_of,
-    verdict_schema,
-)
-from tracing_eval.metrics.judged.question import Question, QuestionMetric, scored
+from tracing_eval.metrics.judged.base import V5_MINUS, JudgeContext, message_schema, numbers_of, skipped, text_of
+from tracing_eval.metrics.judged.question import Field, Question, QuestionMetric, Verdict, verdict_question
 from tracing_eval.metrics.judged.transcript import json_string
-from tracing_eval.model import MetricResult, Scope, Status, Thread, not_applicable, score_result
+from tracing_eval.model import MetricResult, Status, Thread, not_applicable
 
 NAME = "repetitive_pattern"
 VERSION = "2"
@@ -69,27 +56,12 @@ ANSWER = (
 )
 
 
-def schema(replies: set[int]) -> dict[str, Any]:
-    item = strict_object({"text": {"type": "string"}, "messages": {"type": "array", "items": message_schema(replies)}})
-    return verdict_schema(V5_MINUS, "repeated_segments", item)
-
-
-@dataclass(frozen=True)
-class Answer:
-    repeated_segments: list[dict[str, Any]]
-    reason: str
-    verdict: str
-
-
-def parser(replies: set[int]) -> Callable[[Any], Answer]:
-    def parse(data: Any) -> Answer:
-        segments = [
-            {"text": text_of(x, "text"), "messages": numbers_of(x, "messages", replies)}
-            for x in items_of(data, "repeated_segments")
-        ]
-        return Answer(segments, text_of(data, "reason"), label_of(data, "verdict", V5_MINUS))
-
-    return parse
+def fields(replies: set[int]) -> dict[str, Field]:
+    """A repeated segment: a short quote or action, and the assistant replies it appears in."""
+    return {
+        "text": ({"type": "string"}, text_of),
+        "messages": ({"type": "array", "items": message_schema(replies)}, lambda x, k: numbers_of(x, k, replies)),
+    }
 
 
 def repeated_tool_calls(thread: Thread) -> list[dict[str, Any]]:
@@ -183,7 +155,7 @@ class RepetitivePattern(QuestionMetric):
     default_threshold = 0.7
     description = "The assistant repeats phrases, answers or tool calls without progress (judge, V5−)."
 
-    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Answer] | list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Verdict] | list[MetricResult]:
         replies = [m for m in thread.messages if m.role == "assistant" and (m.content.strip() or m.tool_calls)]
         if len(replies) < 2:
             return [not_applicable(NAME, "fewer than two assistant replies", version=VERSION)]
@@ -194,26 +166,13 @@ class RepetitivePattern(QuestionMetric):
             result.evidence = {"lexical": lexical}
             return [result]
         numbers = {m.position for m in replies if m.position is not None}
-
-        def result_of(answer: Answer) -> list[MetricResult]:
-            evidence = {"verdict": answer.verdict, "repeated_segments": answer.repeated_segments, "lexical": lexical}
-            return [
-                score_result(
-                    NAME,
-                    V5_MINUS[answer.verdict],
-                    threshold=self.spec.threshold,
-                    scope=Scope.THREAD,
-                    label=answer.verdict,
-                    reason=answer.reason,
-                    evidence=evidence,
-                    version=VERSION,
-                )
-            ]
-
         keep = frozenset(
             t.index for t in thread.turns if any(m.position in repeated_positions(lexical) for m in t.messages)
         )
-        return Question(self.spec, instructions(lexical), schema(numbers), parser(numbers), scored(result_of), keep)
+        text = instructions(lexical)
+        return verdict_question(
+            self.spec, V5_MINUS, text, "repeated_segments", fields(numbers), {"lexical": lexical}, keep
+        )
 
 
 def repeated_positions(lexical: dict[str, Any]) -> set[int]:
