@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 PYTHON ?= python3
 EXAMPLES := examples/otel-genai.otlp.jsonl examples/openinference.otlp.jsonl
 
-.PHONY: demo test install install-dev bench examples docs
+.PHONY: demo test install install-dev bench examples docs conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ docs: install
 ## Regenerate examples/ with the real instrumentations (see examples/README.md).
 examples: install-dev
 	$(BIN)/python examples/generate.py
+
+## Re-record the framework conformance corpus (see tests/conformance/README.md).
+conformance: install-dev
+	$(BIN)/python -m tests.conformance.record --setup
 
 ## Benchmarks (figures go to docs/benchmarks.md).
 bench: install-dev

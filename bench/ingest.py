@@ -36,7 +36,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, machine, peak_rss_mb, pin, table, write_json  # noqa: E402
 
-LIMIT = 64 * 1024 * 1024  # the receiver's default max_body_bytes
+from tracing_eval.config import MAX_BODY_BYTES  # noqa: E402
+
+LIMIT = MAX_BODY_BYTES  # the receiver's default max_body_bytes
 CORE = 0
 
 

@@ -1,6 +1,6 @@
 """A loopback OTLP/HTTP endpoint that writes what it receives as Collector file-exporter JSON lines.
 
-Accepts `POST /v1/traces` and `POST /v1/logs` with protobuf bodies (optionally gzip or deflate)
+Accepts `POST .../v1/traces` and `POST .../v1/logs` with protobuf bodies (optionally gzip or deflate)
 and appends each export request to a file as one line of OTLP/JSON: lowerCamelCase keys, enums
 as integers, int64 as decimal strings and `traceId`/`spanId`/`parentSpanId` as lowercase hex.
 """
@@ -94,12 +94,13 @@ class CaptureEndpoint:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server naming)
-                route = _ROUTES.get(self.path)
+                # any prefix: Langfuse's SDK posts to `<host>/api/public/otel/v1/traces`
+                route = next((r for path, r in _ROUTES.items() if self.path.endswith(path)), None)
                 if route is None:
                     return self._answer(404, b"", "text/plain")
                 request_cls, response_cls = route
                 encoding = self.headers.get("Content-Encoding", "")
-                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                raw = self._body()
                 msg = request_cls()
                 try:
                     msg.ParseFromString(_decompress(raw, encoding))
@@ -107,6 +108,18 @@ class CaptureEndpoint:
                     return self._answer(400, str(exc).encode(), "text/plain")
                 capture._write(to_otlp_json(msg), encoding.lower() == "gzip")
                 self._answer(200, response_cls().SerializeToString(), "application/x-protobuf")
+
+            def _body(self) -> bytes:
+                """The request body, by Content-Length or chunked (Node's exporters send chunks)."""
+                if self.headers.get("Transfer-Encoding", "").strip().lower() != "chunked":
+                    return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                chunks = []
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()  # the CRLF after each chunk
+                while self.rfile.readline().strip():  # trailers, up to the empty line
+                    pass
+                return b"".join(chunks)
 
             def _answer(self, status: int, body: bytes, content_type: str) -> None:
                 self.send_response(status)

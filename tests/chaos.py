@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -37,6 +38,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 from sqlalchemy import func, select
 
+from connectors.otlp.grpc_receiver import TRACE_SERVICE
 from tests.fakes.langfuse_server import FakeLangfuseServer
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.schema_judge import SchemaJudge
@@ -72,6 +74,7 @@ class Plan:
     threads_per_request: int = 5
     seed: int = 1
     liveness_seconds: float = 600.0  # a run not done by then is stuck (not a speed check)
+    transport: str = "http"  # how the loader sends: OTLP/HTTP or OTLP/gRPC
 
 
 @dataclass
@@ -261,8 +264,9 @@ class Replica:
     """One `tracing-eval run` process on a fixed port; every incarnation appends to one log file."""
 
     def __init__(self, index: int, env: dict[str, str], workdir: Path) -> None:
-        self.index, self.env, self.workdir = index, env, workdir
-        self.port = free_port()
+        self.port, self.grpc_port = free_port(), free_port()
+        self.index, self.workdir = index, workdir
+        self.env = {**env, "TRACING_EVAL_RECEIVER__GRPC_ADDRESS": f"127.0.0.1:{self.grpc_port}"}
         self.log = workdir / f"replica-{index}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
@@ -324,20 +328,7 @@ class Loader(threading.Thread):
         try:
             with httpx.Client(timeout=10) as client:
                 for body in self.bodies:
-                    while True:
-                        port = rng.choice(self.replicas).port
-                        try:
-                            r = client.post(
-                                f"http://127.0.0.1:{port}/v1/traces",
-                                content=body,
-                                headers={"content-type": "application/x-protobuf"},
-                            )
-                        except httpx.HTTPError:
-                            r = None
-                        if r is not None and r.status_code == 200:
-                            break
-                        if r is not None and r.status_code not in (429, 502, 503, 504):
-                            raise AssertionError(f"the receiver answered {r.status_code}: {r.text[:300]}")
+                    while not self._send(client, rng.choice(self.replicas), body):
                         self.retries += 1
                         time.sleep(0.05)
                     self.sent += 1
@@ -346,6 +337,39 @@ class Loader(threading.Thread):
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
             self.done.set()
+
+    def _send(self, client: httpx.Client, replica: Replica, body: bytes) -> bool:
+        """True when the replica acknowledged the body; a retryable refusal or a broken connection is
+        False, anything else an error."""
+        if self.plan.transport == "grpc":
+            with grpc.insecure_channel(f"127.0.0.1:{replica.grpc_port}") as channel:
+                export = channel.unary_unary(f"/{TRACE_SERVICE}/Export")
+                try:
+                    export(body, timeout=10)
+                    return True
+                except grpc.RpcError as error:
+                    retry = (
+                        grpc.StatusCode.UNAVAILABLE,  # also a replica killed mid-call, or not up yet
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        grpc.StatusCode.DEADLINE_EXCEEDED,
+                        grpc.StatusCode.CANCELLED,
+                    )
+                    if error.code() in retry:
+                        return False
+                    raise AssertionError(f"the gRPC receiver answered {error.code()}: {error.details()}") from None
+        try:
+            r = client.post(
+                f"http://127.0.0.1:{replica.port}/v1/traces",
+                content=body,
+                headers={"content-type": "application/x-protobuf"},
+            )
+        except httpx.HTTPError:
+            return False
+        if r.status_code == 200:
+            return True
+        if r.status_code not in (429, 502, 503, 504):
+            raise AssertionError(f"the receiver answered {r.status_code}: {r.text[:300]}")
+        return False
 
 
 def replica_env(plan: Plan, workdir: Path, store_url: str, langfuse: FakeLangfuseServer, judge_url: str) -> dict:

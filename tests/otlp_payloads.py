@@ -102,3 +102,23 @@ def details_log_request(trace_id: int, span_id: int, user: str, answer: str) -> 
 def to_otlp_json(message: Any) -> dict[str, Any]:
     """OTLP/JSON as exporters send it: lowerCamelCase, hex ids, integer enums."""
     return ids_to_hex(json_format.MessageToDict(message))
+
+
+def minimal_spans(n: int, seed: int = 0) -> bytes:
+    """A trace export of `n` spans (ten per trace) with nothing but ids, a one-letter name and a start
+    time: the most spans per byte of protobuf, so the most memory per byte once parsed."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+
+    spans = [
+        PbSpan(
+            trace_id=(seed * 10**9 + i // 10 + 1).to_bytes(16, "big"),
+            span_id=(seed * 10**9 + i + 1).to_bytes(8, "big"),
+            name="s",
+            start_time_unix_nano=1_767_225_600_000_000_000 + i,
+        )
+        for i in range(n)
+    ]
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
+    return request.SerializeToString()

@@ -38,6 +38,7 @@ def clean_env(tmp_path: Path, extra: Mapping[str, str] | None = None) -> dict[st
             "TRACING_EVAL_SCHEDULE__TICK_SECONDS": "0.3",
             "TRACING_EVAL_SCHEDULE__TURN_SETTLE_SECONDS": "0.3",
             "TRACING_EVAL_SCHEDULE__THREAD_IDLE_SECONDS": "0.8",
+            "TRACING_EVAL_RECEIVER__GRPC_ADDRESS": "",  # parallel sidecars would contend for 4317; tests pick ports
             "COLUMNS": "200",
         }
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from google.protobuf import json_format
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
@@ -22,6 +23,7 @@ from starlette.applications import Starlette
 
 from connectors.otlp.decode import OtlpDecodeError, media_type
 from connectors.otlp.receiver import OtlpReceiver
+from tests.conftest import BACKENDS
 from tests.corpus import make_otlp_corpus
 from tests.otlp_payloads import genai_turn_spans, trace_request
 from tests.sidecar_process import clean_env, running_sidecar, wait_for_results
@@ -125,6 +127,7 @@ def test_the_corpus_is_what_the_script_writes() -> None:
     assert {"400", "413", "415", "200"} <= set(counts["by_status"])
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 async def test_one_receiver_answers_every_request_and_keeps_going(store: SqlStore) -> None:
     """The corpus in order through one receiver over a real store, a valid request after every item: each
     gets exactly its status and message, refused requests change nothing, accepted ones store what they

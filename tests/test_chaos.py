@@ -34,9 +34,11 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.parametrize("transport", ["http", "grpc"])
 def test_replicas_killed_at_random_moments_leave_every_score_exactly_once(
-    reference: chaos.Outcome, pg_url: str, tmp_path: Path
+    reference: chaos.Outcome, pg_url: str, tmp_path: Path, transport: str
 ) -> None:
+    """Over OTLP/HTTP and over OTLP/gRPC: an acknowledgement on either is as durable."""
     plan = chaos.Plan(
         threads=THREADS,
         replicas=2,
@@ -45,6 +47,7 @@ def test_replicas_killed_at_random_moments_leave_every_score_exactly_once(
         max_kills=6,
         min_uptime=2.5,
         load_seconds=5,
+        transport=transport,
     )
     got = chaos.run(plan, tmp_path)
     assert got.kills == 6 and got.exits[-9] == 6, got.summary()

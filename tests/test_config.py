@@ -88,3 +88,15 @@ def test_unknown_environment_sections_and_blank_secrets(tmp_path: Path, monkeypa
     monkeypatch.setenv("TRACING_EVAL_JUDGE_MODEL", "gpt-4o-mini")  # one underscore: no such section
     with pytest.raises(ConfigError, match="TRACING_EVAL_JUDGE_MODEL"):
         load_settings()
+
+
+def test_a_malformed_json_value_in_the_environment_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`TRACING_EVAL_SINKS__WEBHOOK__URLS='[oops'` used to end in a SettingsError traceback."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRACING_EVAL_SINKS__WEBHOOK__URLS", "[oops")
+    with pytest.raises(
+        ConfigError, match="invalid configuration \\(environment\\).*Lists and tables in the environment are JSON"
+    ):
+        load_settings()

@@ -66,7 +66,12 @@ def test_array_tables_list_the_fields_of_their_items() -> None:
             assert f"| `{name}` |" in text.split(f"## `{header}`", 1)[1]
 
 
-SPECIAL = {("http", "address"): "127.0.0.1:1", ("langfuse", "since"): "1h"}
+SPECIAL = {
+    ("http", "address"): "127.0.0.1:1",
+    ("receiver", "grpc_address"): "127.0.0.1:2",
+    ("receiver", "max_body_bytes"): "1048576",  # at most half of max_inflight_bytes
+    ("langfuse", "since"): "1h",
+}
 
 
 def sample_value(path: tuple[str, ...], info: FieldInfo) -> str:

@@ -38,7 +38,7 @@ from tests.commands import SCRIPT, check_cli, commands_in_markdown
 from tests.conftest import REPO
 from tests.fakes.loopback import LoopbackServer
 from tracing_eval import configdoc, worker
-from tracing_eval.config import ENV_PREFIX, HttpSettings, Settings, load_settings
+from tracing_eval.config import ENV_PREFIX, HttpSettings, ReceiverSettings, Settings, load_settings
 from tracing_eval.ingest import conversation_ids
 
 DEPLOY = REPO / "deploy"
@@ -230,8 +230,9 @@ def test_sidecar_image_installs_the_project_with_pip() -> None:
 
 
 def test_sidecar_image_listens_on_every_interface_at_the_default_port() -> None:
-    assert args_of(SIDECAR, "EXPOSE") == [str(PORT)]
+    assert args_of(SIDECAR, "EXPOSE") == [f"{PORT} 4317"]  # OTLP/HTTP (and health), OTLP/gRPC
     assert_address(env_instructions(SIDECAR)["TRACING_EVAL_HTTP__ADDRESS"])
+    assert env_instructions(SIDECAR)["TRACING_EVAL_RECEIVER__GRPC_ADDRESS"] == "0.0.0.0:4317"
     for name in env_instructions(SIDECAR):
         assert not name.startswith(ENV_PREFIX) or settings_env_ok(name), name
 
@@ -470,7 +471,9 @@ def test_pod_runs_the_app_and_the_sidecar_together() -> None:
 
 def test_sidecar_port_probes_and_metrics_match_the_server() -> None:
     sidecar = CONTAINERS["tracing-eval"]
-    assert [p["containerPort"] for p in sidecar["ports"]] == [PORT]
+    assert [p["containerPort"] for p in sidecar["ports"]] == [PORT, 4317]  # OTLP/HTTP and health; OTLP/gRPC
+    env = {e["name"]: e.get("value") for e in sidecar["env"]}
+    assert env["TRACING_EVAL_RECEIVER__GRPC_ADDRESS"] == "0.0.0.0:4317"
     live, ready = sidecar["livenessProbe"]["httpGet"], sidecar["readinessProbe"]["httpGet"]
     assert (live["path"], ready["path"]) == ("/healthz", "/readyz")
     assert port_number(sidecar, live["port"]) == port_number(sidecar, ready["port"]) == PORT
@@ -531,6 +534,27 @@ def test_every_container_is_non_root_and_has_requests_and_limits() -> None:
         resources = container["resources"]
         for level in ("requests", "limits"):
             assert {"cpu", "memory"} <= set(resources[level]), f"{name}: {level}"
+
+
+def memory_mib(quantity: str) -> float:
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024}
+    return float(quantity[:-2]) * units[quantity[-2:]]
+
+
+def test_the_sidecar_memory_limit_follows_the_sizing_rule_for_its_receiver_limits(tmp_path: Path) -> None:
+    """docs/reliability.md, Sizing: idle worker + 7 x max_inflight_bytes + evaluation must fit the
+    limit (measured: 102 MiB idle, 6.4 to 6.9 x for the smallest spans, about 100 MiB evaluating)."""
+    configmap = k8s("ConfigMap")
+    settings = load_toml_text(next(iter(configmap["data"].values())), tmp_path)
+    env = {e["name"]: e.get("value") for e in CONTAINERS["tracing-eval"].get("env", [])}
+    assert not {"TRACING_EVAL_RECEIVER__MAX_INFLIGHT_BYTES", "TRACING_EVAL_RECEIVER__MAX_BODY_BYTES"} & env.keys()
+    receiver = settings.receiver
+    needed = 110 + 7 * receiver.max_inflight_bytes / 2**20 + 100
+    limit = memory_mib(CONTAINERS["tracing-eval"]["resources"]["limits"]["memory"])
+    assert needed <= limit, (needed, limit)
+    assert receiver.max_inflight_bytes == ReceiverSettings().max_inflight_bytes  # the manifest shows the defaults
+    assert "7 x max_inflight_bytes" in (DEPLOY / "kubernetes" / "sidecar.yaml").read_text()
+    assert "7 × `max_inflight_bytes`" in (DEPLOY.parent / "docs" / "reliability.md").read_text()
 
 
 # -- systemd -------------------------------------------------------------------------------------

@@ -85,6 +85,16 @@ MESSAGES = [
     "the last tick finished",
     " has failed every delivery for ",
     "tick failed; the next tick retries",
+    "judge unusable: ",
+    "not asked, the judge is unusable: ",
+    ": needs a judge and none is configured (set TRACING_EVAL_JUDGE__MODEL and OPENAI_API_KEY)",
+    ": in the baseline but not in this run (not selected, or its judge is not configured)",
+    " (scored / applicable results) is below baseline ",
+    " error result(s) per run, baseline ",
+    " is a transcript (eval input), not eval output: ",
+    " shares no thread ids with ",
+    "--user judge: the judge model plays the user, and none is configured",
+    "Langfuse has no annotation queue named ",
 ]
 
 

@@ -42,7 +42,7 @@ from connectors.otlp.decode import (
 from tests.otlp_payloads import details_log_request, genai_turn_spans, to_otlp_json, trace_request
 from tracing_eval import conventions
 from tracing_eval.assemble import thread_from_traces, turn_from_trace
-from tracing_eval.conventions import genai, langfuse, messages, openinference, traceloop, values
+from tracing_eval.conventions import genai, langfuse, messages, openinference, traceloop, values, vercel
 from tracing_eval.ingest import make_batch
 from tracing_eval.model import Message, Span, SpanEvent, Thread, Turn
 
@@ -330,16 +330,22 @@ KEYS = [
     "langfuse.trace.output", "gen_ai.prompt", "gen_ai.completion",
     "llm.input_messages.x.message.role", "llm.output_messages.-1.message.content", "gen_ai.prompt.\u0663.role",
     "gen_ai.completion.00.content", "llm.input_messages." + "9" * 5000 + ".message.role",  # int() limit: 4300 digits
+    "ai.operationId", "ai.prompt", "ai.prompt.messages", "ai.response.text", "ai.response.toolCalls",
+    "ai.response.finishReason", "ai.toolCall.name", "ai.toolCall.id", "ai.toolCall.args", "ai.toolCall.result",
+    "ai.telemetry.metadata.sessionId",
 ]  # fmt: skip
 WORDS = [
     "user", "assistant", "tool", "system", "developer", "human", "ai", "model", "function", "chat", "invoke_agent",
     "execute_tool", "embeddings", "LLM", "TOOL", "AGENT", "CHAIN", "generation", "agent", "ERROR", "text",
     "tool_call", "tool_call_response", "function_call", "function_call_output", "stop", "length", "Error: boom",
+    "ai.generateText", "ai.generateText.doGenerate", "ai.toolCall", "tool-call", "tool-result",
+    "execute_event_loop_cycle",
 ]  # fmt: skip
 SHAPE_KEYS = [
     "role", "parts", "content", "type", "text", "id", "name", "arguments", "response", "result", "tool_calls",
     "function", "choices", "message", "messages", "output", "input", "finish_reason", "index", "lc", "kwargs",
-    "args", "tool_call_id", "call_id", "instructions", "query", "answer", "x",
+    "args", "tool_call_id", "call_id", "instructions", "query", "answer", "x", "data", "toolUse", "toolResult",
+    "toolUseId", "toolCallId", "toolName", "value", "system", "prompt", "response_metadata",
 ]  # fmt: skip
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)  # what an OTLP intValue can hold
 SCALARS = st.one_of(st.none(), st.booleans(), INT64, st.floats(), st.text(max_size=12), st.sampled_from(WORDS))
@@ -402,7 +408,7 @@ def traces_of_spans(draw: st.DrawFn) -> list[list[Span]]:
 def _module_extractors() -> list[Callable[[Span], Any]]:
     """Every public `(span) -> ...` function of the convention modules."""
     found = []
-    for module in (genai, openinference, traceloop, langfuse):
+    for module in (genai, openinference, traceloop, langfuse, vercel):
         for name in sorted(vars(module)):
             fn = getattr(module, name)
             code = getattr(fn, "__code__", None)
@@ -414,13 +420,14 @@ def _module_extractors() -> list[Callable[[Span], Any]]:
 
 
 MODULE_EXTRACTORS = _module_extractors()
-PUBLIC_EXTRACTORS = [getattr(conventions, name) for name in conventions.__all__ if name != "SpanKind"]
+PUBLIC_EXTRACTORS = [getattr(conventions, n) for n in conventions.__all__ if n not in ("SpanKind", "SpanReading")]
 
 
 def test_the_fuzzed_extractors_are_all_there() -> None:
     names = {f"{f.__module__.rsplit('.', 1)[1]}.{f.__name__}" for f in MODULE_EXTRACTORS}
     assert {"genai.input_messages", "openinference.value_output", "traceloop.tool_call", "langfuse.usage"} <= names
-    assert len(MODULE_EXTRACTORS) >= 30 and len(PUBLIC_EXTRACTORS) == 10
+    assert {"vercel.input_messages", "vercel.output_messages", "vercel.tool_call", "vercel.kind"} <= names
+    assert len(MODULE_EXTRACTORS) >= 30 and len(PUBLIC_EXTRACTORS) == 12
 
 
 @FUZZ
@@ -438,6 +445,7 @@ def test_convention_extractors_never_raise_on_arbitrary_attribute_values(traces:
         assert all(x is None or isinstance(x, int) for x in tokens)
         conventions.tool_call(span)
         conventions.response_id(span)
+        conventions.read_span(span)
 
 
 @FUZZ
@@ -450,6 +458,7 @@ def test_message_and_value_helpers_never_raise(value: Any, output: bool) -> None
         messages.payload_messages(value, output=output)
         + messages.message_list(value, output=output)
         + messages.parts_messages(value, output=output)
+        + (messages.converse_messages("assistant" if output else "user", value) or [])
     ):
         Message.model_validate(m.model_dump())
     messages.openai_tool_calls(value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -34,6 +35,7 @@ from tracing_eval.model import Scope, Span, score_result
 from tracing_eval.pipeline import Pipeline
 from tracing_eval.routing import route
 from tracing_eval.sinks import deliver_outbox
+from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Readiness, ReviewRequest
 from tracing_eval.store.sql import SqlStore
 
@@ -306,3 +308,24 @@ def test_configuration_errors() -> None:
         WebhookSink(WebhookSettings())
     with pytest.raises(ConfigError, match="not an http"):
         WebhookSink(WebhookSettings(urls=["ftp://example/hook"]))
+
+
+async def test_a_token_in_the_webhook_url_path_stays_out_of_errors_logs_and_the_outbox(store: SqlStore) -> None:
+    """Chat webhooks (Slack style) carry their token in the path: a failed delivery shows the host only."""
+    with socket.socket() as s:  # a port nothing listens on: the connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "T0000/B0000/XXXXsecretXXXX"
+    sink = WebhookSink(WebhookSettings(urls=[f"http://127.0.0.1:{port}/services/{token}?key=qsecret"]))
+    await store.ingest(IngestBatch(spans=[Span(trace_id="a" * 32, span_id="1" * 16, name="chat")]), 1.0)
+    [claim] = await store.claim("w", 2.0, Readiness(0, 0), 10, 60)
+    await store.record(claim, [], ReviewRequest([{"metric": "m"}], sinks=["webhook"]), [], 2.0)
+    try:
+        stats = await deliver_outbox(store, [sink], 3.0, max_attempts=5)
+    finally:
+        await sink.close()
+    assert stats.retried == 1
+    async with store.engine.connect() as conn:
+        [error] = (await conn.execute(schema.outbox.select().with_only_columns(schema.outbox.c.last_error))).scalars()
+    assert f"url 1 (http://127.0.0.1:{port}/…)" in error
+    assert "secret" not in error and "services" not in error

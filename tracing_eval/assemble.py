@@ -8,10 +8,11 @@ the assistant tool-call messages and tool results produced inside the trace, and
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from tracing_eval import conventions
 from tracing_eval.conventions.values import result_text
-from tracing_eval.model import Message, Span, Thread, ToolCall, Turn
+from tracing_eval.model import Message, Span, Thread, ToolCall, Turn, Unreadable
 from tracing_eval.text import looks_like_tool_error
 from tracing_eval.transcripts import link_tool_results
 
@@ -45,6 +46,20 @@ def _has_ancestor_in(span: Span, selected: set[str], by_id: dict[str, Span]) -> 
 def _outermost(spans: list[Span], selected: set[str], by_id: dict[str, Span]) -> list[Span]:
     """The selected spans with no selected ancestor (nested instrumentations report one call twice)."""
     return [s for s in spans if s.span_id in selected and not _has_ancestor_in(s, selected, by_id)]
+
+
+def _wrappers(with_content: set[str], io: dict[str, _IO], by_id: dict[str, Span]) -> set[str]:
+    """Spans read as model calls that produced nothing themselves but hold a model call that did
+    (an agent loop step that repeats the input messages): they never count as the call."""
+    out: set[str] = set()
+    for sid in (s for s in with_content if io[s][1]):
+        seen, parent = {sid}, by_id[sid].parent_id
+        while parent and parent not in seen and parent in by_id:
+            if parent in with_content and not io[parent][1]:
+                out.add(parent)
+            seen.add(parent)
+            parent = by_id[parent].parent_id
+    return out
 
 
 def _user_tail(history: list[Message]) -> list[Message]:
@@ -128,7 +143,7 @@ def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
     llm_ids = {s.span_id for s in spans if kinds[s.span_id] == "llm"}
     io = {sid: (conventions.input_messages(by_id[sid]), conventions.output_messages(by_id[sid])) for sid in llm_ids}
     with_content = {sid for sid, (i, o) in io.items() if i or o}
-    calls = _outermost(spans, with_content, by_id)
+    calls = _outermost(spans, with_content - _wrappers(with_content, io, by_id), by_id)
     llm_spans = _outermost(spans, llm_ids, by_id)
     tool_spans = _outermost(spans, {s.span_id for s in spans if kinds[s.span_id] == "tool"}, by_id)
 
@@ -136,8 +151,13 @@ def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
     user = _user_tail(io[calls[0].span_id][0]) if calls else []
     if not user and not root_is_call:
         user = _user_tail(conventions.input_messages(root))
+    # the root's answer wins only when it says something: an empty or missing answer on an outer
+    # span never hides the answer of the model call inside it
     root_answers = [] if root_is_call else [m for m in conventions.output_messages(root) if m.role == "assistant"]
-    body, final_at = _body(calls, io, root_answers[-1] if root_answers else None)
+    root_final = root_answers[-1] if root_answers and (root_answers[-1].content.strip() or not calls) else None
+    if root_final is not None:  # agent frameworks pad their result (Strands adds a newline)
+        root_final.content = root_final.content.strip()
+    body, final_at = _body(calls, io, root_final)
     if not user and not body:
         return None
 
@@ -149,6 +169,12 @@ def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
         messages.insert(at, Message(role="assistant", tool_calls=unmatched))
 
     answered_by = calls[-1] if calls else (llm_spans[-1] if llm_spans else root)
+    error = conventions.span_error(root)
+    unknown = None
+    if error is None and not _answer_read(body, final_at):
+        if final_at is not None:  # an empty answer no finish reason vouches for: unknown, not empty
+            messages.remove(body[final_at])
+        unknown = unreadable("unknown_answer", [answered_by])
     usage = [conventions.usage(s) for s in llm_spans] or [conventions.usage(root)]
     return Turn(
         index=index,
@@ -163,7 +189,31 @@ def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
         ended_ns=root.end_ns or max(s.end_ns for s in spans),
         input_tokens=_sum([u[0] for u in usage]),
         output_tokens=_sum([u[1] for u in usage]),
-        error=conventions.span_error(root),
+        error=error,
+        answer_unknown=unknown,
+    )
+
+
+def _answer_read(body: list[Message], final_at: int | None) -> bool:
+    """Whether the turn's answer was read: a final answer with text, or an empty one whose finish
+    reason was read with it; without a final answer, a turn that ended in a tool call."""
+    if final_at is None:
+        return any(m.tool_calls for m in body)
+    final = body[final_at]
+    return bool(final.content.strip() or final.tool_calls or final.finish_reason)
+
+
+def unreadable(reason: Literal["unknown_answer", "no_turn"], spans: list[Span]) -> Unreadable:
+    """Where content could not be read: the first span, and the attribute and event names of all."""
+    names = {k for s in spans for k in s.attributes} | {f"event:{e.name}" for s in spans for e in s.events}
+    first = spans[0]
+    return Unreadable(
+        reason=reason,
+        trace_id=first.trace_id,
+        span_id=first.span_id,
+        span_name=first.name,
+        spans=len(spans),
+        attributes=sorted(names),
     )
 
 
@@ -185,20 +235,14 @@ def system_prompt(spans: list[Span]) -> str | None:
 
 
 def _conversation_id(spans: list[Span]) -> str | None:
-    unique = _unique(spans)
-    if not unique:
-        return None
-    root = _root(unique)
-    for span in [root, *(s for s in unique if s is not root)]:
-        found = conventions.thread_id(span)
-        if found:
-            return found
-    return None
+    return next(filter(None, map(conventions.thread_id, _roots_first(spans))), None)
 
 
 def thread_from_traces(key: str, traces: list[list[Span]], *, source: str = "otlp", version: int = 1) -> Thread:
-    """Turns ordered by root start time, re-indexed 0..n-1, with transcript positions set."""
+    """Turns ordered by root start time, re-indexed 0..n-1, with transcript positions set; traces
+    that had spans but yielded no turn are listed in `Thread.unreadable`."""
     built = [(turn_from_trace(spans), spans) for spans in traces]
+    no_turn = [unreadable("no_turn", _roots_first(spans)) for turn, spans in built if turn is None and spans]
     ordered_traces = [spans for _, spans in sorted(built, key=lambda b: _start(b[1]))]
     turns = sorted((t for t, _ in built if t is not None), key=lambda t: t.started_ns)
     position = 0
@@ -214,7 +258,17 @@ def thread_from_traces(key: str, traces: list[list[Span]], *, source: str = "otl
         system_prompt=next(filter(None, map(system_prompt, ordered_traces)), None),
         turns=turns,
         version=version,
+        unreadable=no_turn,
     )
+
+
+def _roots_first(spans: list[Span]) -> list[Span]:
+    """The trace's spans by start time, its root first (none for no spans)."""
+    unique = _unique(spans)
+    if not unique:
+        return []
+    root = _root(unique)
+    return [root, *(s for s in unique if s is not root)]
 
 
 def _start(spans: list[Span]) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
@@ -18,9 +19,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tracing_eval import logging as te_logging
 from tracing_eval.config import ConfigError, Settings, load_settings
-from tracing_eval.evaluate import evaluate_all
+from tracing_eval.inspection import inspect_traces, render
 from tracing_eval.metrics.catalogue import build_metrics
-from tracing_eval.report import metric_means, regressions, results_table, review_table, thread_record
+from tracing_eval.report import (
+    error_lines,
+    metric_means,
+    metrics_table,
+    results_table,
+    review_table,
+    thread_record,
+)
 from tracing_eval.store.sql import SqlStore, StoreError
 from tracing_eval.transcripts import TranscriptError, thread_from_json_line
 
@@ -64,9 +72,28 @@ def config_option(fn: F) -> F:
     )(fn)
 
 
-def _settings(config_path: Path | None, **overrides: Any) -> Settings:
+def _counting(label: str, total: int) -> tuple[Progress, Callable[[], None]]:
+    """A transient progress bar of `total` items on a terminal, and the callback that advances it."""
+    progress = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err(),
+        transient=True,
+        disable=not err().is_terminal,
+    )
+    task = progress.add_task(label, total=total)
+    return progress, lambda: progress.advance(task)
+
+
+def _settings(config_path: Path | None, *, quiet: bool = False, **overrides: Any) -> Settings:
+    """Settings, with logging configured; `quiet` commands log warnings and up unless a level is set."""
     settings = load_settings(config_path, **overrides)
-    te_logging.configure(settings.logging.level, settings.logging.format)
+    level = settings.logging.level
+    if quiet and "level" not in settings.logging.model_fields_set:
+        level = "warning"
+    te_logging.configure(level, settings.logging.format)
     return settings
 
 
@@ -243,11 +270,20 @@ def _read_threads(path: Path, bad: list[str]) -> Iterator[Any]:
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl"]), default="table", show_default=True)
 @click.option(
+    "--runs",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Evaluate the file this many times (judge answers are not reused across runs); means, std devs and "
+    "pass/fail are over all runs.",
+)
+@click.option(
     "--out",
     "out_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write JSON lines here (usable as --baseline).",
+    help="Also write the results here: a .json name gets the baseline summary (per-metric means, std devs, "
+    "coverage, per-thread pass/fail by run), any other name JSON lines. Both work as --baseline.",
 )
 @click.option(
     "--baseline",
@@ -262,79 +298,362 @@ def _read_threads(path: Path, bad: list[str]) -> Iterator[Any]:
     show_default=True,
     help="Allowed drop of a metric's dataset mean below the baseline.",
 )
+@click.option(
+    "--coverage-tolerance",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Allowed drop of a metric's coverage (scored / applicable results) below the baseline.",
+)
 @friendly_errors
 def eval_cmd(
     file: Path,
     config_path: Path | None,
     metric_names: str | None,
     fmt: str,
+    runs: int,
     out_path: Path | None,
     baseline: Path | None,
     tolerance: float,
+    coverage_tolerance: float,
 ) -> None:
-    """Evaluate transcripts (JSON lines: {"thread_id", "turns": [messages]}) without a store."""
-    settings = _settings(config_path)
+    """Evaluate transcripts (JSON lines: {"thread_id", "turns": [messages]}) without a store.
+
+    Exit codes: 0 done (and the gate passed), 1 the gate failed, 2 bad input, options or baseline,
+    3 the judge cannot be used (unreachable, refused, or not configured for a judged metric).
+    """
+    from tracing_eval import gate
+    from tracing_eval.offline import NO_JUDGE, JudgeUnavailable
+
+    settings = _settings(config_path, quiet=True)
     names = [n.strip() for n in metric_names.split(",") if n.strip()] if metric_names else None
     metrics = build_metrics(settings, names)
+    try:
+        base = gate.load_baseline(baseline.read_bytes(), str(baseline)) if baseline else None
+    except gate.BaselineError as exc:
+        _fail(str(exc))
     bad: list[str] = []
     threads = list(_read_threads(file, bad))
-    records = asyncio.run(_eval_threads(settings, metrics, threads))
-    lines = b"".join(orjson.dumps(r) + b"\n" for r in records)
-    if out_path:
-        out_path.write_bytes(lines)
-    if fmt == "jsonl":
-        sys.stdout.buffer.write(lines)
-    elif fmt == "json":
-        sys.stdout.buffer.write(
-            orjson.dumps({"threads": records, "means": metric_means(records)}, option=orjson.OPT_INDENT_2) + b"\n"
+    if base is not None and not base.thread_ids & {t.key for t in threads}:
+        _fail(gate.unrelated(base, str(file)))
+    try:
+        done = asyncio.run(_evaluate(settings, metrics, threads, runs, explicit=names is not None))
+    except JudgeUnavailable as exc:
+        _fail(str(exc), code=3)
+    if done.judge_skipped:
+        err().print(NO_JUDGE)
+    records = [{**r, "run": i} if runs > 1 else r for i, run in enumerate(done.runs, 1) for r in run]
+    current = gate.RunSet([gate.run_of(run) for run in done.runs], str(file))
+    _write_eval_output(fmt, file, records, current)
+    if out_path and done.judge_problem is None:
+        _write_eval_out(out_path, records, current, file)
+    causes = gate.errors_by_cause(records)
+    if causes:
+        for line in error_lines(causes, gate.result_count(records)):
+            err().print(escape(line))
+    if done.usage is not None:
+        u = done.usage
+        err().print(
+            f"judge: {u.calls} calls, {u.cache_hits} cached, {done.retries} retries, "
+            f"{u.input_tokens + u.output_tokens} tokens"
         )
-    else:
-        out().print(results_table(records, title=f"{file.name}: {len(records)} threads", width=out().width))
-        out().print("dataset means: " + ", ".join(f"{k}={v:.3f}" for k, v in metric_means(records).items()))
-    sys.stdout.flush()
-    if baseline is not None:
-        base = [orjson.loads(x) for x in baseline.read_bytes().splitlines() if x.strip()]
-        failed = regressions(metric_means(records), metric_means(base), tolerance)
-        for line in failed:
-            err().print(f"[bold red]regression[/bold red] {line}")
-        if failed:
-            sys.exit(1)
-        err().print(f"no metric fell more than {tolerance} below the baseline")
+    if done.judge_problem is not None:
+        not_written = f" ({out_path} not written)" if out_path else ""
+        _fail(f"judge unusable: {done.judge_problem}{not_written}", code=3)
+    report = gate.compare(current, base, tolerance, coverage_tolerance) if base is not None else None
+    if report is not None:
+        for line in report.notes:
+            err().print(f"note: {escape(line)}")
+        for line in report.flips:
+            err().print(f"[yellow]flipped[/yellow] {escape(line)}")
+        for line in report.failures:
+            err().print(f"[bold red]regression[/bold red] {escape(line)}")
     if bad:
         _fail(f"{len(bad)} line(s) of {file} could not be read (see above)", code=2)
+    if report is not None and not report.passed:
+        sys.exit(1)
+    if report is not None:
+        err().print(
+            f"gate passed on {report.compared} threads: no metric fell more than {tolerance} below the baseline, "
+            "none lost coverage or gained errors"
+        )
 
 
-async def _eval_threads(settings: Settings, metrics: Any, threads: list[Any]) -> list[dict[str, Any]]:
-    """Evaluate threads (judge calls of several threads overlap), keeping input order."""
-    from tracing_eval import worker
-    from tracing_eval.judge import MemoryCache
+def _write_eval_output(fmt: str, file: Path, records: list[dict[str, Any]], current: Any) -> None:
+    """What `eval` prints on standard output, in the chosen format."""
+    if fmt == "jsonl":
+        sys.stdout.buffer.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    elif fmt == "json":
+        summary = {m: current.stats(m).to_json() for m in current.metrics}
+        body = {"threads": records, "means": metric_means(records), "metrics": summary}
+        sys.stdout.buffer.write(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        first = [r for r in records if r.get("run", 1) == 1]
+        runs = len(current.runs)
+        title = f"{file.name}: {len(first)} threads" + (f" (run 1 of {runs})" if runs > 1 else "")
+        out().print(results_table(first, title=title, width=out().width))
+        out().print(metrics_table(current, title="Metrics" + (f" over {runs} runs" if runs > 1 else "")))
+    sys.stdout.flush()
 
-    judge = worker.build_judge(settings, cache=MemoryCache() if settings.judge.cache else None)
-    if metrics.judged and judge is None:
-        err().print("judge tier skipped: no judge configured (set TRACING_EVAL_JUDGE__MODEL and OPENAI_API_KEY)")
-    gate = asyncio.Semaphore(settings.judge.max_concurrency if judge else 1)
-    with Progress(
-        TextColumn("evaluating"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err(),
-        transient=True,
-        disable=not err().is_terminal,
-    ) as progress:
-        task = progress.add_task("eval", total=len(threads))
 
-        async def one(thread: Any) -> dict[str, Any]:
-            async with gate:
-                results = await evaluate_all(thread, metrics, judge.for_thread(thread.key) if judge else None)
-            progress.advance(task)
-            return thread_record(thread.key, results, len(thread.turns))
+def _write_eval_out(path: Path, records: list[dict[str, Any]], current: Any, file: Path) -> None:
+    """`--out`: the baseline summary for a .json name, else the JSON lines."""
+    from tracing_eval.gate import baseline_document
+
+    if path.suffix == ".json":
+        path.write_bytes(orjson.dumps(baseline_document(current, file.name), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
+async def _evaluate(settings: Settings, metrics: Any, threads: list[Any], runs: int, *, explicit: bool) -> Any:
+    """`offline.evaluate_runs` with a progress bar on a terminal."""
+    from tracing_eval.offline import evaluate_runs
+
+    progress, advance = _counting("evaluating", len(threads) * runs)
+    with progress:
+        return await evaluate_runs(settings, metrics, threads, runs, explicit=explicit, on_done=advance)
+
+
+# -- scenarios and simulate --------------------------------------------------------------------
+
+
+def _time_option(value: str | None, name: str) -> float | None:
+    from connectors.langfuse.settings import parse_since
+
+    if value is None:
+        return None
+    try:
+        return parse_since(value).timestamp()
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
+@main.group()
+def scenarios() -> None:
+    """Scenarios from failed threads, for `simulate` (and DeepEval, RAGAS)."""
+
+
+@scenarios.command("export")
+@config_option
+@click.option(
+    "--from",
+    "origin",
+    type=click.Choice(["store", "review", "langfuse"]),
+    default="store",
+    show_default=True,
+    help="Failed threads in the store, the local review queue, or the Langfuse review annotation queue.",
+)
+@click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only failures of this metric (repeatable).")
+@click.option("--label", "labels", multiple=True, help="Only results with this label, passing or not (repeatable).")
+@click.option("--since", default=None, help="Only threads active (review items created) since: 24h, 7d or an ISO time.")
+@click.option("--until", default=None, help="... and before this time.")
+@click.option(
+    "--review-status",
+    type=click.Choice(["open", "resolved", "superseded", "all"]),
+    default="open",
+    show_default=True,
+    help="Review items to export (--from review or langfuse; Langfuse: open = PENDING, resolved = COMPLETED).",
+)
+@click.option("--limit", type=click.IntRange(1), default=None, help="At most this many scenarios (newest first).")
+@click.option(
+    "--max-turns", type=click.IntRange(1, 100), default=None, help="Turn limit (default: the user's turns + 2)."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["scenarios", "eval", "deepeval", "ragas"]),
+    default="scenarios",
+    show_default=True,
+    help="scenarios (for simulate), eval (thread JSONL), deepeval (ConversationalGolden JSON), ragas (multi-turn JSONL).",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Add to this file (scenarios already in it are skipped); default: standard output.",
+)
+@friendly_errors
+def scenarios_export(
+    config_path: Path | None,
+    origin: str,
+    metrics: tuple[str, ...],
+    labels: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    review_status: str,
+    limit: int | None,
+    max_turns: int | None,
+    fmt: str,
+    out_path: Path | None,
+) -> None:
+    """Turn failed threads into scenarios: goal, persona, failure, turn limit, original transcript."""
+    from tracing_eval.failed_threads import Selection
+    from tracing_eval.scenario_formats import merge_into, render
+    from tracing_eval.scenarios import ScenarioError
+
+    settings = _settings(config_path, quiet=True)
+    selection = Selection(
+        metrics=frozenset(metrics),
+        labels=frozenset(labels),
+        since=_time_option(since, "--since"),
+        until=_time_option(until, "--until"),
+        review_status=None if review_status == "all" else review_status,
+        limit=limit,
+    )
+    found = asyncio.run(_export(settings, origin, selection, max_turns))
+    try:
+        if out_path is None:
+            sys.stdout.buffer.write(render(found, fmt)[0])
+            err().print(f"{len(found)} scenario(s) from {origin}")
+        else:
+            added, present = merge_into(out_path, found, fmt)
+            err().print(f"{added} new scenario(s) written to {out_path}, {present} already there ({origin})")
+    except ScenarioError as exc:
+        _fail(str(exc))
+
+
+async def _export(settings: Settings, origin: str, selection: Any, max_turns: int | None) -> list[Any]:
+    """Failed threads from the chosen origin, then their scenarios (goals from the judge when configured)."""
+    from tracing_eval import failed_threads
+    from tracing_eval.judge import JudgeClient
+    from tracing_eval.scenarios import scenarios_from
+
+    if origin == "langfuse":
+        from connectors.langfuse.client import LangfuseError
+        from connectors.langfuse.review_sessions import ReviewQueueError, ReviewSessions
 
         try:
-            return list(await asyncio.gather(*(one(t) for t in threads)))
+            reader = ReviewSessions(settings.langfuse)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        try:
+            failed = await reader.failed_threads(selection)
+        except (LangfuseError, ReviewQueueError) as exc:
+            raise ConfigError(f"Langfuse: {exc}") from None
         finally:
-            if judge is not None:
-                await judge.close()
+            await reader.aclose()
+    else:
+        store = SqlStore(settings.store.url)
+        await store.open()
+        try:
+            read = failed_threads.from_review if origin == "review" else failed_threads.from_store
+            failed = await read(store, selection)
+        finally:
+            await store.close()
+    judge = JudgeClient.from_settings(settings.judge)
+    try:
+        return await scenarios_from(failed, judge, max_turns)
+    finally:
+        if judge is not None:
+            await judge.close()
+
+
+@main.command()
+@click.argument("scenarios_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@config_option
+@click.option(
+    "--target",
+    required=True,
+    metavar="URL|MODULE:FUNCTION",
+    help="The bot: an OpenAI-compatible base URL (with --model), or a Python callable taking the messages.",
+)
+@click.option("--model", default=None, help="Model to ask at a URL target.")
+@click.option(
+    "--system-prompt",
+    default=None,
+    help="The bot's system prompt, or @FILE (default: each scenario's system prompt from production).",
+)
+@click.option("--api-key-env", default=None, metavar="VAR", help="Environment variable with the URL target's API key.")
+@click.option(
+    "--user",
+    "user_kind",
+    type=click.Choice(["judge", "replay"]),
+    default="judge",
+    show_default=True,
+    help="judge: the judge model plays the user; replay: the original user's messages, in order (no model).",
+)
+@click.option("--max-turns", type=click.IntRange(1, 100), default=None, help="Override every scenario's turn limit.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Conversations at once (default: judge.max_concurrency).",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the transcripts (eval input) here; default: standard output.",
+)
+@friendly_errors
+def simulate(
+    scenarios_file: Path,
+    config_path: Path | None,
+    target: str,
+    model: str | None,
+    system_prompt: str | None,
+    api_key_env: str | None,
+    user_kind: str,
+    max_turns: int | None,
+    concurrency: int | None,
+    out_path: Path | None,
+) -> None:
+    """Play each scenario's user against the bot and write the conversations as `eval` input.
+
+    Exit codes: 0 every scenario simulated, 1 some could not be (the others are written), 2 bad input
+    or options, 3 the judge cannot be used.
+    """
+    import os
+
+    from tracing_eval.offline import JudgeUnavailable
+    from tracing_eval.scenarios import ScenarioError, read_scenarios
+    from tracing_eval.simulate import SimulationError, run_simulation, target_from
+
+    settings = _settings(config_path, quiet=True)
+    try:
+        loaded = read_scenarios(scenarios_file.read_bytes(), str(scenarios_file))
+        if system_prompt is not None and system_prompt.startswith("@"):
+            system_prompt = Path(system_prompt[1:]).read_text(encoding="utf-8")
+        api_key = os.environ.get(api_key_env) if api_key_env else None
+        if api_key_env and not api_key:
+            raise SimulationError(f"--api-key-env {api_key_env}: the variable is not set")
+        bot = target_from(target, model=model, api_key=api_key)
+    except (ScenarioError, SimulationError, OSError) as exc:
+        _fail(str(exc))
+    progress, advance = _counting("simulating", len(loaded))
+    try:
+        with progress:
+            done, user_name = asyncio.run(
+                run_simulation(
+                    settings,
+                    loaded,
+                    bot,
+                    user_kind,
+                    system_prompt=system_prompt,
+                    max_turns=max_turns,
+                    concurrency=concurrency,
+                    on_done=advance,
+                )
+            )
+    except JudgeUnavailable as exc:
+        _fail(str(exc), code=3)
+    lines = b"".join(orjson.dumps(d.eval_line(user_name, bot.name)) + b"\n" for d in done if d.error is None)
+    if out_path is None:
+        sys.stdout.buffer.write(lines)
+    else:
+        out_path.write_bytes(lines)
+    failed = [d for d in done if d.error is not None]
+    stops = ", ".join(f"{k} {v}" for k, v in sorted(Counter(d.stop_reason for d in done if d.error is None).items()))
+    err().print(
+        f"simulated {len(done) - len(failed)} of {len(done)} scenario(s) with user {user_name}: {stops or 'none'}"
+    )
+    for d in failed:
+        err().print(f"[red]not simulated[/red] {escape(d.scenario.id)}: {escape(str(d.error))}")
+    if failed:
+        sys.exit(1)
 
 
 # -- doctor ------------------------------------------------------------------------------------
@@ -480,6 +799,33 @@ def results(config_path: Path | None, fmt: str, thread_key: str | None) -> None:
         sys.stdout.buffer.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
     else:
         out().print(results_table(records, width=out().width))
+
+
+@main.command("inspect")
+@click.argument("trace_id", required=False)
+@click.option("--thread", "thread_key", default=None, help="Every trace of this thread key instead of one trace.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@config_option
+@friendly_errors
+def inspect_cmd(trace_id: str | None, thread_key: str | None, fmt: str, config_path: Path | None) -> None:
+    """Show how one stored trace (or thread) was read: each span's role and convention, the
+    messages and tool calls read from it, and the turn that came out."""
+    if bool(trace_id) == bool(thread_key):
+        _fail("give a TRACE_ID or --thread KEY (one of them)")
+    settings = _settings(config_path)
+
+    async def load(store: SqlStore) -> tuple[str | None, list[Any]]:
+        key = thread_key or await store.thread_of_trace(trace_id.strip().lower())
+        return key, (await store.load_traces(key) if key else [])
+
+    key, traces = _with_store(settings, load)
+    if not traces:
+        _fail(f"no stored spans for trace {trace_id}" if trace_id else f"no stored spans for thread {thread_key!r}")
+    report = inspect_traces(key, traces, trace_id.strip().lower() if trace_id else None)
+    if fmt == "json":
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2, default=str) + b"\n")
+    else:
+        out().print(render(report))
 
 
 @main.group()

@@ -11,8 +11,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 
 from connectors.langfuse.settings import LangfuseSettings  # the connector's section, wired here
 
@@ -40,9 +46,21 @@ def _empty_is_unset(value: object) -> object:
     return None if isinstance(value, str) and not value.strip() else value
 
 
+def _host_port(v: str) -> str:
+    host, sep, port = v.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"must be HOST:PORT, got {v!r}")
+    return v
+
+
+#: Defaults of the receiver's size limits (docs/reliability.md derives the memory limit from them)
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
+
+
 class ReceiverSettings(_Section):
     max_body_bytes: int = Field(
-        64 * 1024 * 1024, gt=0, description="Largest request body accepted after decompression (413 above)."
+        MAX_BODY_BYTES, gt=0, description="Largest request body accepted after decompression (413 above)."
     )
     _blank_auth_token = field_validator("auth_token", mode="before")(_empty_is_unset)
     auth_token: SecretStr | None = Field(
@@ -60,9 +78,8 @@ class ReceiverSettings(_Section):
     max_pending_requests: int = Field(
         64,
         gt=0,
-        description="Requests in progress at once (reading, decoding, waiting for or writing to the store); more are "
-        "answered 503 with Retry-After before their body is read. Request bodies in memory are bounded by about "
-        "max_pending_requests × max_body_bytes (the decoded spans take a few times their size).",
+        description="Requests in progress at once once their body has arrived (decoding, waiting for or writing to "
+        "the store); more are answered 503 with Retry-After. Memory is bounded by max_inflight_bytes.",
     )
     max_outbox_backlog: int = Field(
         100_000,
@@ -71,6 +88,40 @@ class ReceiverSettings(_Section):
         "enabled sinks (read from the store at most once a second), requests are answered 429 with Retry-After "
         "before their body is read, until the sinks catch up; 0: never.",
     )
+    max_inflight_bytes: int = Field(
+        MAX_INFLIGHT_BYTES,
+        gt=0,
+        description="Memory budget of the receivers: bytes of request bodies held at once, as read and as "
+        "decompressed, over all requests. A request that would pass it is answered 503 with Retry-After. Peak "
+        "memory is at most about the idle worker plus 7 times this (docs/reliability.md, Sizing); at least "
+        "twice max_body_bytes.",
+    )
+    body_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long a request body may take to arrive; a slower one is answered 408 and holds nothing.",
+    )
+    grpc_address: str | None = Field(
+        "127.0.0.1:4317",
+        description="HOST:PORT of the OTLP/gRPC receiver, served next to OTLP/HTTP whenever the receiver is on; "
+        "empty: no gRPC. If the default address is taken, gRPC stays off with a warning; an address set "
+        "explicitly must be free.",
+    )
+
+    @field_validator("grpc_address")
+    @classmethod
+    def _grpc_host_port(cls, v: str | None) -> str | None:
+        return None if v is None or not v.strip() else _host_port(v.strip())
+
+    @model_validator(mode="after")
+    def _budget_holds_a_request(self) -> ReceiverSettings:
+        if self.max_inflight_bytes < 2 * self.max_body_bytes:
+            raise ValueError(
+                f"max_inflight_bytes ({self.max_inflight_bytes}) must be at least twice max_body_bytes "
+                f"({self.max_body_bytes}): a compressed request of the largest size holds its body and what "
+                "it inflates to at once, and must fit"
+            )
+        return self
 
 
 class ScheduleSettings(_Section):
@@ -311,11 +362,8 @@ class HttpSettings(_Section):
 
     @field_validator("address")
     @classmethod
-    def _host_port(cls, v: str) -> str:
-        host, sep, port = v.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"must be HOST:PORT, got {v!r}")
-        return v
+    def _address(cls, v: str) -> str:
+        return _host_port(v)
 
     @property
     def host(self) -> str:
@@ -408,3 +456,9 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         return cls(**overrides)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, str(path) if path else "environment")) from None
+    except SettingsError as exc:  # a value in the environment that is not the JSON its key needs
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        raise ConfigError(
+            f"invalid configuration (environment): {exc}{cause}. Lists and tables in the environment are JSON, "
+            f"e.g. {ENV_PREFIX}SINKS__WEBHOOK__URLS='[\"https://example.com/hook\"]'"
+        ) from None

@@ -10,11 +10,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tracing_eval.metrics.base import Metric
+from tracing_eval.metrics.base import Metric, MetricSpec
 from tracing_eval.metrics.catalogue import MetricSet
 from tracing_eval.metrics.judged.base import Judge, JudgedMetric
 from tracing_eval.metrics.judged.tier import evaluate_judged
-from tracing_eval.model import MetricResult, Scope, Status, Thread
+from tracing_eval.model import MetricResult, Scope, Status, Thread, Unreadable, not_applicable
 
 #: Thread metadata keys that are metric options (e.g. from the `eval` input line).
 THREAD_OPTION_KEYS = ("task_description", "success_criteria", "role")
@@ -38,13 +38,46 @@ def _timed(results: list[MetricResult], started: float) -> list[MetricResult]:
     return results
 
 
+def unknown_answers(spec: MetricSpec, thread: Thread, results: list[MetricResult]) -> list[MetricResult]:
+    """Unknown is not empty: where a turn's answer could not be read, a metric that needs answers
+    is `not_applicable` for that turn, and for the whole thread, with the reason and where the
+    answer was looked for, instead of judging a reply that is missing."""
+    unknown = {t.index: t.answer_unknown for t in thread.turns if t.answer_unknown is not None}
+    if not unknown or not spec.needs_answer:
+        return results
+    out = []
+    for r in results:
+        if r.turn_index is None:
+            turns = ", ".join(str(i) for i in sorted(unknown))
+            why = f"the answer of turn(s) {turns} could not be read; {next(iter(unknown.values())).describe()}"
+            out.append(_unreadable(r, why, list(unknown.values())))
+        elif r.turn_index in unknown:
+            out.append(_unreadable(r, unknown[r.turn_index].describe(), [unknown[r.turn_index]]))
+        else:
+            out.append(r)
+    return out
+
+
+def _unanswerable(spec: MetricSpec, thread: Thread) -> bool:
+    """A metric that needs answers, on a thread where it could only be `not_applicable`: it scores
+    whole threads and an answer is unknown, or every answer is unknown."""
+    unknown = [t.answer_unknown is not None for t in thread.turns]
+    return spec.needs_answer and any(unknown) and ("turn" not in spec.scopes or all(unknown))
+
+
+def _unreadable(r: MetricResult, reason: str, where: list[Unreadable]) -> MetricResult:
+    result = not_applicable(r.metric, reason, scope=r.scope, turn_index=r.turn_index, version=r.metric_version)
+    result.evidence = {"unknown_answer": [u.model_dump() for u in where]}
+    return result
+
+
 def evaluate_thread(thread: Thread, metrics: Sequence[Metric]) -> list[MetricResult]:
     """The deterministic tier: all results for the thread, in metric order."""
     out: list[MetricResult] = []
     for metric in metrics:
         started = time.perf_counter()
         try:
-            results = metric.evaluate(thread)
+            results = unknown_answers(metric.spec, thread, metric.evaluate(thread))
         except Exception as exc:  # a metric bug must not lose the thread's other scores
             results = [_failed(metric, exc)]
         out.extend(_timed(results, started))
@@ -72,12 +105,25 @@ async def evaluate_all(
     judged_metrics = [m for m in metrics.judged if not turns_only or "turn" in m.spec.scopes]
     if judge is None or not judged_metrics or not thread.turns:
         return deterministic
+    placeholders: dict[str, list[MetricResult]] = {}
+    for m in judged_metrics:
+        if _unanswerable(m.spec, thread):  # every result would be not_applicable: spare the judge
+            placeholder = MetricResult(metric=m.spec.name, metric_version=m.spec.version, scope=Scope.THREAD)
+            placeholders[m.spec.name] = unknown_answers(m.spec, thread, [placeholder])
+    asked = [m for m in judged_metrics if m.spec.name not in placeholders]
     judged = await evaluate_judged(
         thread,
-        judged_metrics,
+        asked,
         judge,
         deterministic,
         lambda name: metric_options(name, metrics.options, thread),
         reuse,
     )
-    return deterministic + judged
+    by_metric: dict[str, list[MetricResult]] = {}
+    for r in judged:
+        by_metric.setdefault(r.metric, []).append(r)
+    out = list(deterministic)
+    for m in judged_metrics:
+        name = m.spec.name
+        out += placeholders.get(name) or unknown_answers(m.spec, thread, by_metric.get(name, []))
+    return out

@@ -120,6 +120,31 @@ def call_outcome(exc: BaseException) -> str:
     return "error"
 
 
+#: Failure causes that mean the endpoint cannot be used at all (down, wrong address, key or model, quota).
+UNUSABLE_CAUSES = frozenset(
+    {"judge unreachable", "judge refused the request", "judge rate limited", "judge server error"}
+)
+_SERVER_ERROR = re.compile(r"HTTP (?:5\d\d|408|409)\b")
+
+
+def failure_cause(message: str) -> str:
+    """What kind of failure a `JudgeError` message raised by this client describes, for summaries."""
+    if "token budget of " in message:
+        return "judge token budget exhausted"
+    if "malformed answer" in message:
+        return "malformed judge answer"
+    if "cannot reach " in message or "timed out after " in message or "did not answer within " in message:
+        return "judge unreachable"
+    if "rate limited (HTTP 429)" in message:
+        return "judge rate limited"
+    if _SERVER_ERROR.search(message):
+        return "judge server error"
+    refused = ("authentication failed", "access denied", "not found (", "rejected the JSON-schema", "HTTP 4")
+    if any(r in message for r in refused):
+        return "judge refused the request"
+    return "judge error"
+
+
 # -- prompts and answers (pure) -------------------------------------------------------------------
 
 
@@ -385,7 +410,9 @@ class JudgeClient:
     """Implements the `Judge` protocol over `openai.AsyncOpenAI`.
 
     `cache` None means no caching (also when `settings.cache` is off). Keyword arguments tune
-    retry timing and the clock, for tests.
+    retry timing and the clock, for tests. `fail_fast` (one-off runs such as `eval`): once a call
+    fails in a way that makes the endpoint unusable (unreachable, refused, rate limited or failing
+    after its retries), every later call fails at once with that reason instead of retrying.
     """
 
     def __init__(
@@ -398,6 +425,7 @@ class JudgeClient:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         observer: JudgeObserver | None = None,
+        fail_fast: bool = False,
     ) -> None:
         if not settings.model:
             raise JudgeError("no judge model configured (judge.model)")
@@ -417,6 +445,8 @@ class JudgeClient:
         self.rate_limited = 0
         self.reasks = 0
         self.observer = observer
+        self.fail_fast = fail_fast
+        self.unusable: str | None = None  # with fail_fast: the failure that stopped all calls
         self._retry_base = retry_base_seconds
         self._retry_cap = retry_cap_seconds
         self._rng = rng or random.Random()
@@ -553,7 +583,23 @@ class JudgeClient:
         thread: ThreadJudge | None,
         usage: JudgeUsage,
     ) -> Answer:
-        """One completion, within budgets, through the limiter, with retries; adds its usage to `usage`."""
+        """One completion, within budgets, through the limiter, with retries; adds its usage to `usage`.
+        With `fail_fast`, the first failure that makes the endpoint unusable stops every later call."""
+        try:
+            return await self._attempts(messages, fmt, metric, thread, usage)
+        except JudgeError as exc:
+            if self.fail_fast and self.unusable is None and failure_cause(str(exc)) in UNUSABLE_CAUSES:
+                self.unusable = str(exc)
+            raise
+
+    async def _attempts(
+        self,
+        messages: list[Message],
+        fmt: dict[str, Any],
+        metric: str,
+        thread: ThreadJudge | None,
+        usage: JudgeUsage,
+    ) -> Answer:
         self.hourly.check()
         if thread is not None:
             thread.budget.check()
@@ -561,6 +607,8 @@ class JudgeClient:
         while True:
             wait: float | None = None
             async with self.limiter.slot() as permit:
+                if self.unusable is not None:
+                    raise JudgeError(f"not asked, the judge is unusable: {self.unusable}")
                 try:
                     completion = await self._create(messages, fmt, metric)
                 except openai.RateLimitError as exc:

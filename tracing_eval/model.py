@@ -77,8 +77,33 @@ class Message(_Model):
     position: int | None = None
 
 
+class Unreadable(_Model):
+    """Content that was there but could not be read: where it was looked for and what that span had.
+
+    `reason` is `unknown_answer` (a turn whose answer no convention could read) or `no_turn` (a trace
+    with spans but no turn). `attributes` are the attribute and event names seen, so the missing
+    convention can be recognised (`tracing-eval inspect` shows the rest).
+    """
+
+    reason: Literal["unknown_answer", "no_turn"]
+    trace_id: str | None = None
+    span_id: str | None = None
+    span_name: str = ""
+    spans: int = 1  # how many spans were looked at
+    attributes: list[str] = Field(default_factory=list)
+
+    def describe(self) -> str:
+        what = "the answer could not be read" if self.reason == "unknown_answer" else "no turn could be read"
+        names = ", ".join(self.attributes[:20]) + (", ..." if len(self.attributes) > 20 else "")
+        return f"{what} from span {self.span_name or '?'!r} ({self.span_id or '?'}); attributes seen: {names or 'none'}"
+
+
 class Turn(_Model):
-    """One user request and everything the assistant did to answer it (one trace root)."""
+    """One user request and everything the assistant did to answer it (one trace root).
+
+    `answer_unknown` is set when the answer could not be read: the turn then holds no assistant
+    answer, and metrics that need one are `not_applicable` for it (unknown is not empty).
+    """
 
     index: int
     messages: list[Message] = Field(default_factory=list)
@@ -91,6 +116,7 @@ class Turn(_Model):
     input_tokens: int | None = None
     output_tokens: int | None = None
     error: str | None = None
+    answer_unknown: Unreadable | None = None
 
     @property
     def user_text(self) -> str:
@@ -136,6 +162,8 @@ class Thread(_Model):
     turns: list[Turn] = Field(default_factory=list)
     version: int = 1
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: traces of the thread that had spans but yielded no turn
+    unreadable: list[Unreadable] = Field(default_factory=list)
 
     @property
     def messages(self) -> list[Message]:

@@ -21,6 +21,7 @@ from tracing_eval.sinks import LOCAL, DeliveryStats, Sink, backoff_seconds, deli
 from tracing_eval.sources import Source
 from tracing_eval.store.base import Claim, IngestBatch, IngestStats, Mode, Outgoing, Readiness, ReviewRequest, Store
 from tracing_eval.telemetry import Telemetry
+from tracing_eval.unreadable import UnreadableReport
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +51,7 @@ class Pipeline:
     sinks: Sequence[Sink] = ()
     judge: JudgeClient | None = None
     telemetry: Telemetry | None = None
+    unreadable: UnreadableReport = field(default_factory=UnreadableReport)
 
     @property
     def readiness(self) -> Readiness:
@@ -160,6 +162,7 @@ class Pipeline:
             thread = thread_from_traces(
                 claim.thread_key, await self.store.load_traces(claim.thread_key), version=claim.version
             )
+            self.unreadable.observe(thread, self.telemetry)
             earlier = await self.store.results(claim.thread_key)
             reuse = {(s.result.metric, s.result.input_hash): s.result for s in earlier if s.result.input_hash}
             turns_only = claim.mode is Mode.TURNS

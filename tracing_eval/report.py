@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.table import Table
 
+from tracing_eval.gate import ErrorCause, RunSet
 from tracing_eval.model import MetricResult, Status
 from tracing_eval.store.base import ReviewItem
 
@@ -44,15 +45,6 @@ def metric_means(records: Iterable[dict[str, Any]]) -> dict[str, float]:
                     turn_scores[name].append(m["score"])
     names = set(thread_scores) | set(turn_scores)
     return {n: round(fmean(thread_scores[n] or turn_scores[n]), 4) for n in sorted(names)}
-
-
-def regressions(current: dict[str, float], baseline: dict[str, float], tolerance: float) -> list[str]:
-    """Metrics whose mean fell more than `tolerance` below the baseline, described."""
-    out = []
-    for name, base in sorted(baseline.items()):
-        if name in current and current[name] < base - tolerance:
-            out.append(f"{name}: mean {current[name]:.4f} is below baseline {base:.4f} - tolerance {tolerance}")
-    return out
 
 
 def _cell(m: dict[str, Any]) -> str:
@@ -108,3 +100,37 @@ def review_table(items: list[ReviewItem]) -> Table:
         status = f"{it.status}: {it.resolution}" if it.resolution else it.status
         table.add_row(str(it.id), it.thread_key, str(it.thread_version), status, why)
     return table
+
+
+def metrics_table(runs: RunSet, title: str = "Metrics") -> Table:
+    """One row per metric: mean (and std dev over runs), coverage, and results by status per run."""
+    several = len(runs.runs) > 1
+    table = Table(title=title)
+    table.add_column("metric", no_wrap=True)
+    table.add_column("mean", justify="right")
+    if several:
+        table.add_column("std", justify="right")
+    for col in ("coverage", "ok", "skipped", "n/a", "error"):
+        table.add_column(col, justify="right")
+    for name in runs.metrics:
+        st = runs.stats(name)
+        row = [name, "-" if st.mean is None else f"{st.mean:.3f}"]
+        if several:
+            row.append(f"{st.std:.3f}")
+        row.append("-" if st.coverage is None else f"{st.coverage:.0%}")
+        row += [f"{st.counts[s]:g}" for s in ("ok", "skipped", "not_applicable")]
+        errors = st.counts["error"]
+        row.append(f"[red]{errors:g}[/red]" if errors else "0")
+        table.add_row(*row)
+    return table
+
+
+def error_lines(causes: dict[str, ErrorCause], total: int) -> list[str]:
+    """The closing summary of `error` results: one line per cause, with the metrics and an example."""
+    count = sum(c.count for c in causes.values())
+    lines = [f"{count} of {total} results ended in error:"]
+    for cause, found in causes.items():
+        metrics = ", ".join(f"{m} {n}" for m, n in found.metrics.most_common())
+        example = found.example if len(found.example) <= 200 else found.example[:199] + "…"
+        lines.append(f"  {cause}: {found.count} ({metrics}); e.g. {example}")
+    return lines

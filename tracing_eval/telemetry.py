@@ -19,6 +19,7 @@ from tracing_eval.model import MetricResult
 TICK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 JUDGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
 DELIVERED, RETRIED, FAILED = "delivered", "retried", "failed"
+UNREADABLE_REASONS = ("no_turn", "unknown_answer")
 
 
 class Telemetry:
@@ -45,6 +46,13 @@ class Telemetry:
         self.receiver_rejects = Counter(
             "tracing_eval_receiver_rejects_total",
             "OTLP requests refused or partly rejected, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.unreadable_spans = Counter(
+            "tracing_eval_unreadable_spans_total",
+            "Spans whose content no convention could read, once per trace, by reason (no_turn: a trace "
+            "that yielded no turn; unknown_answer: a turn whose answer could not be read).",
             ["reason"],
             registry=r,
         )
@@ -204,6 +212,8 @@ class Telemetry:
         for mode in ("thread", "turns"):
             self.threads_evaluated.labels(mode)
             self.threads_ready.labels(mode).set(0)
+        for reason in UNREADABLE_REASONS:
+            self.unreadable_spans.labels(reason)
         self.evaluation_errors.labels("false")
         self.evaluation_errors.labels("true")
 

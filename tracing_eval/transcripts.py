@@ -159,3 +159,38 @@ def thread_from_json_line(line: str | bytes, line_no: int) -> Thread:
         )
     except TranscriptError as exc:
         raise TranscriptError(f"line {line_no}: {exc}") from None
+
+
+def _arguments_json(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+
+
+def thread_to_messages(thread: Thread) -> list[dict[str, Any]]:
+    """The thread as OpenAI-style messages (the `eval` input), system prompt first. A tool call with a
+    recorded result and no tool message of its own gets one right after the call."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": thread.system_prompt}] if thread.system_prompt else []
+    answered = {m.tool_call_id for m in thread.messages if m.role == "tool"}
+    anonymous_results = None in answered
+    for m in thread.messages:
+        message: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_call_id:
+            message["tool_call_id"] = m.tool_call_id
+        calls = [(tc.id or f"call_{m.position}_{i}", tc) for i, tc in enumerate(m.tool_calls)]
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": cid,
+                    "type": "function",
+                    "function": {"name": tc.name, "arguments": _arguments_json(tc.arguments)},
+                }
+                for cid, tc in calls
+            ]
+        out.append(message)
+        if anonymous_results:
+            continue
+        for cid, tc in calls:
+            if tc.id not in answered and (tc.result is not None or tc.error is not None):
+                result = tc.result if tc.result is not None else tc.error
+                content = result if isinstance(result, str) else orjson.dumps(result).decode()
+                out.append({"role": "tool", "tool_call_id": cid, "content": content})
+    return out

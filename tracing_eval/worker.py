@@ -22,11 +22,14 @@ import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from connectors.otlp.file_source import OtlpFileSource
+from connectors.otlp.grpc_receiver import GrpcBindError, OtlpGrpcReceiver
 from connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.config import ConfigError, Settings
 from tracing_eval.judge import JudgeCache, JudgeClient, JudgeObserver
@@ -49,6 +52,10 @@ KNOWN_SINKS = (LOCAL, LANGFUSE, OTLP, WEBHOOK)
 STALE_TICKS = 3  # /readyz: the scheduler must have finished a tick within this many intervals (+ slack)
 TICK_SLACK_SECONDS = 1.0
 STORE_TIMEOUT_SECONDS = 5.0  # /readyz and /metrics: how long the store may take to answer
+#: After `drain_seconds`, how long giving back leases may take before the worker exits anyway
+RELEASE_TIMEOUT_SECONDS = 5.0
+#: Largest request head (request line and headers) accepted; more is answered 431
+MAX_HEADER_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,25 @@ def build_pipeline(
     return pipeline
 
 
+class HeaderLimit:
+    """Answer 431 to a request whose headers pass MAX_HEADER_BYTES (uvicorn only limits headers that
+    arrive in pieces; a whole head in one read is parsed at any size)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            size = len(scope.get("raw_path", b"")) + sum(len(k) + len(v) + 4 for k, v in scope["headers"])
+            if size > MAX_HEADER_BYTES:
+                response = PlainTextResponse(
+                    f"request headers are {size} bytes; the limit is {MAX_HEADER_BYTES}", status_code=431
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def http_app(receiver: OtlpReceiver | None, worker: Worker | None = None) -> Starlette:
     """`/healthz`; with a worker `/readyz` and `/metrics`; with a receiver `/v1/traces` and `/v1/logs`."""
 
@@ -185,7 +211,7 @@ def http_app(receiver: OtlpReceiver | None, worker: Worker | None = None) -> Sta
         routes += [Route("/readyz", readyz), Route("/metrics", metrics)]
     if receiver is not None:
         routes += receiver.routes()
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, middleware=[Middleware(HeaderLimit)])
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -329,16 +355,24 @@ class Worker:
                 job, "interval", seconds=tick, max_instances=1, coalesce=True, misfire_grace_time=max(1, int(tick))
             )
         sock = bind(self.settings.http.host, self.settings.http.port)  # health, readiness, metrics; OTLP too
+        drain = self.settings.schedule.drain_seconds
         cfg = uvicorn.Config(  # log_config=None: uvicorn's own messages go through our log format
-            http_app(self.receiver, self), log_level="warning", log_config=None, lifespan="off", access_log=False
+            http_app(self.receiver, self),
+            log_level="warning",
+            log_config=None,
+            lifespan="off",
+            access_log=False,
+            timeout_graceful_shutdown=max(1, int(drain)),
         )
         server = _Server(cfg)
+        grpc = await self._start_grpc()
         server_task = asyncio.create_task(server.serve(sockets=[sock]))
         scheduler.start()
         log.info(
             "tracing-eval running",
             http=self.settings.http.address,
             receiver=self.receiver is not None,
+            grpc=self.settings.receiver.grpc_address if grpc is not None else None,
             tick_seconds=tick,
         )
         await self.tick()  # first tick right away
@@ -347,33 +381,69 @@ class Worker:
         if server_task in done and server_task.exception():
             log.error("HTTP server stopped", error=str(server_task.exception()))
         self._stop.set()
-        log.info("stopping: draining the current tick")
-        scheduler.shutdown(wait=False)
-        server.should_exit = True
-        with contextlib.suppress(Exception):
-            await server_task
-        await self.drain()
         stop_wait.cancel()
+        log.info("stopping: draining the current tick", drain_seconds=drain)
+        scheduler.shutdown(wait=False)
+        await self._shut_down(server, server_task, grpc, drain)
         log.info("stopped")
 
-    async def drain(self) -> None:
-        """Finish the in-flight tick and flush the outbox within `drain_seconds`, then give back every
-        lease this worker still holds, so other replicas take those threads over at once."""
+    async def _start_grpc(self) -> OtlpGrpcReceiver | None:
+        """The OTLP/gRPC receiver beside the HTTP one, when `[receiver] grpc_address` is set. A default
+        address that is taken is a warning (gRPC stays off); an address set explicitly must be free."""
+        address = self.settings.receiver.grpc_address
+        if self.receiver is None or not address:
+            return None
+        grpc = OtlpGrpcReceiver(self.receiver.intake, self.settings.receiver)
+        try:
+            await grpc.start(address)
+        except GrpcBindError as exc:
+            if "grpc_address" in self.settings.receiver.model_fields_set:
+                raise ConfigError(f"{exc}; set [receiver] grpc_address (empty: no gRPC)") from None
+            log.warning("OTLP/gRPC is off: its default address is taken", error=str(exc))
+            return None
+        return grpc
 
+    async def _shut_down(
+        self, server: uvicorn.Server, server_task: asyncio.Task[None], grpc: OtlpGrpcReceiver | None, drain: float
+    ) -> None:
+        """Within `drain` seconds: stop the servers (requests in progress may finish; a body still
+        arriving is cut off), finish the tick and flush the outbox, side by side; then give back the
+        leases (RELEASE_TIMEOUT_SECONDS more at most). Nothing waits past that."""
+        server.should_exit = True
+        stopping = [server_task, asyncio.create_task(self._finish(drain))]
+        if grpc is not None:
+            stopping.append(asyncio.create_task(grpc.stop(drain)))
+        _, late = await asyncio.wait(stopping, timeout=drain + 0.5)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*stopping, return_exceptions=True)
+        if late:
+            log.warning("drain deadline passed; cut off what was still running", tasks=len(late))
+        if self.receiver is not None:
+            self.receiver.intake.close()
+        await self._release_leases()
+
+    async def _finish(self, seconds: float) -> None:
         async def finish() -> None:
             async with self._tick_lock, self._deliver_lock:  # wait for the in-flight tick and delivery round
                 await self.pipeline.deliver()
 
         try:
-            await asyncio.wait_for(finish(), self.settings.schedule.drain_seconds)
+            await asyncio.wait_for(finish(), seconds)
         except TimeoutError:
             log.warning("drain deadline passed; the outbox keeps what was not delivered")
         except Exception as exc:  # e.g. the store is gone: nothing acknowledged is lost, it stays queued
             log.error("final delivery failed; the outbox keeps it for the next start", error=str(exc))
+
+    async def _release_leases(self) -> None:
         try:
-            released = await self.pipeline.store.release_owned(self.pipeline.owner)
-        except Exception as exc:
-            log.error("could not give back leases; they expire after lease_seconds", error=str(exc))
+            released = await asyncio.wait_for(
+                self.pipeline.store.release_owned(self.pipeline.owner), RELEASE_TIMEOUT_SECONDS
+            )
+        except Exception as exc:  # a timeout too
+            log.error(
+                "could not give back leases; they expire after lease_seconds", error=f"{type(exc).__name__}: {exc}"
+            )
         else:
             if released:
                 log.info("gave back leases", threads=released)

@@ -249,14 +249,19 @@ class LangfuseClient:
         limit: int,
         environment: Sequence[str] = (),
         cursor: str | None = None,
+        session_id: str | None = None,
+        trace_id: str | None = None,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """One page of `GET /v2/observations` in [start, end) and the next cursor (v4, via the SDK)."""
+        """One page of `GET /v2/observations` in [start, end) (of one session or trace, when given)
+        and the next cursor (v4, via the SDK)."""
 
         async def call() -> Any:
             return await self.api.observations.get_many(
                 fields=fields,
                 limit=limit,
                 cursor=cursor,
+                session_id=session_id,
+                trace_id=trace_id,
                 environment=list(environment) or None,
                 from_start_time=start,
                 to_start_time=end,
@@ -286,7 +291,25 @@ class LangfuseClient:
         response = await self.request("GET", f"/traces/{trace_id}", ok=(200, 404))
         return response.json() if response.status_code == 200 else None
 
+    async def session(self, session_id: str) -> dict[str, Any] | None:
+        """v3 `GET /sessions/{id}` with its traces (without observations); None when it is gone."""
+        response = await self.request("GET", f"/sessions/{session_id}", ok=(200, 404))
+        return response.json() if response.status_code == 200 else None
+
     # -- scores ----------------------------------------------------------------------------
+
+    async def scores(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Every score matching `params` from `GET /v3/scores` (v3 and v4), with comment, metadata and subject."""
+        rows: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            query = {**params, "fields": "details,subject", "limit": V3_PAGE_LIMIT, "cursor": cursor}
+            body = await self.get_json("/v3/scores", query)
+            data = body.get("data") or []
+            rows += data
+            cursor = (body.get("meta") or {}).get("cursor")
+            if not cursor or not data:
+                return rows
 
     async def ingest(self, events: list[dict[str, Any]]) -> dict[str, Any]:
         """`POST /ingestion` (always 207: per-event successes and errors)."""
@@ -298,6 +321,11 @@ class LangfuseClient:
         return await self._sdk(
             "POST /scores", lambda: self.api.scores.create(request=request, request_options=_NO_SDK_RETRIES)
         )
+
+    async def delete_score(self, score_id: str) -> bool:
+        """`DELETE /scores/{scoreId}` (v3 and v4); False when there was no such score."""
+        response = await self.request("DELETE", f"/scores/{score_id}", ok=(200, 204, 404))
+        return response.status_code != 404
 
     async def score_configs(self) -> list[dict[str, Any]]:
         return await self.all_pages("/score-configs")

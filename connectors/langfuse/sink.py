@@ -10,6 +10,10 @@ Threads received over OTLP are written the same way: an app that exports to both
 the sidecar has the same ids on both sides (the hex trace id, the root span id as observation id,
 `gen_ai.conversation.id` or `session.id` as the session id).
 
+A result whose thread merged into another (a trace that joined its conversation late) is retracted:
+its score is deleted (`DELETE /scores/{id}`; a score that was never written is fine). Queue items and
+comments already written for such a thread stay (docs/reliability.md).
+
 Idempotency: the score `id` is the outbox `result_id` (uuid5 of thread, target and metric) and
 its timestamp is the target's start time (the trace's root start, or the session's first trace),
 so a redelivery or a re-evaluation lands on the same ClickHouse row (same id, name and date).
@@ -233,6 +237,8 @@ class LangfuseSink:
         try:
             if kind == "result":
                 await self._score(payload)
+            elif kind == "retract":  # the result's thread merged into another: its score goes
+                await self.client.delete_score(str(payload["result_id"]))
             elif kind == "review" and self.review is not None:
                 await self.review.route(payload)
         except LangfuseError as exc:

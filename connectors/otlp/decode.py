@@ -7,7 +7,9 @@ what is wrong, so the receiver can answer 400 with it.
 from __future__ import annotations
 
 import base64
+import sys
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,8 +53,16 @@ class Decoded:
     errors: list[str] = field(default_factory=list)
 
 
-def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
-    """Undo `Content-Encoding` (gzip, deflate or none), refusing more than `limit` bytes."""
+#: First input fed to zlib per member; doubled up to `_MAX_FEED` while the member lasts. Feeding a
+#: member about its own size keeps multi-member gzip linear: zlib copies whatever follows a member's
+#: end (`unused_data`), so feeding the whole body would copy the rest of it once per member.
+_FIRST_FEED, _MAX_FEED = 64, 1 << 20
+
+
+def decompress(body: bytes, encoding: str | None, limit: int, reserve: Callable[[int], None] | None = None) -> bytes:
+    """Undo `Content-Encoding` (gzip, deflate or none), refusing more than `limit` bytes. Linear in the
+    body's size, whatever its members look like. `reserve(n)` is called for every n bytes inflated
+    (it may raise to stop); a body without encoding is returned as it is."""
     encoding = (encoding or "identity").strip().lower()
     if encoding in ("", "identity"):
         if len(body) > limit:
@@ -60,37 +70,42 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
         return body
     if encoding not in ("gzip", "deflate"):
         raise OtlpDecodeError(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or none")
-    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
-    out, rest = b"", body
-    try:
-        while True:  # a gzip body may hold several members (RFC 1952); each one is part of the body
-            d = zlib.decompressobj(wbits)
-            out += d.decompress(rest, limit + 1 - len(out))
-            if len(out) > limit or d.unconsumed_tail:
-                raise PayloadTooLarge(f"body decompresses to more than the limit of {limit} bytes")
-            if not d.eof:
-                raise OtlpDecodeError(f"{encoding} stream is truncated")
-            rest = d.unused_data
-            if not rest or encoding != "gzip":
-                break
+    try:  # a gzip body may hold several members (RFC 1952); each one is part of the body
+        return _inflate(body, 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS, limit, encoding, reserve)
     except zlib.error as exc:
         if encoding == "deflate":  # some clients send raw deflate without the zlib header
             try:
-                return decompress_raw_deflate(body, limit)
+                return decompress_raw_deflate(body, limit, reserve)
             except zlib.error:
                 pass
         raise OtlpDecodeError(f"body is not valid {encoding}: {exc}") from None
-    return out
 
 
-def decompress_raw_deflate(body: bytes, limit: int) -> bytes:
-    d = zlib.decompressobj(-zlib.MAX_WBITS)
-    out = d.decompress(body, limit + 1)
-    if len(out) > limit or d.unconsumed_tail:
-        raise PayloadTooLarge(f"body decompresses to more than the limit of {limit} bytes")
-    if not d.eof:
-        raise OtlpDecodeError("deflate stream is truncated")
-    return out
+def decompress_raw_deflate(body: bytes, limit: int, reserve: Callable[[int], None] | None = None) -> bytes:
+    return _inflate(body, -zlib.MAX_WBITS, limit, "deflate", reserve)
+
+
+def _inflate(body: bytes, wbits: int, limit: int, encoding: str, reserve: Callable[[int], None] | None) -> bytes:
+    """Inflate every member of `body` (gzip) or the one stream (zlib, raw deflate; trailing bytes ignored)."""
+    view, out, pos, reserved = memoryview(body), bytearray(), 0, 0
+    while True:
+        d, feed, data = zlib.decompressobj(wbits), _FIRST_FEED, b""
+        while not d.eof:
+            if not data:
+                if pos >= len(view):
+                    raise OtlpDecodeError(f"{encoding} stream is truncated")
+                data = view[pos : pos + feed]
+                pos, feed = pos + len(data), min(2 * feed, _MAX_FEED)
+            out += d.decompress(data, limit + 1 - len(out))
+            if len(out) > limit:
+                raise PayloadTooLarge(f"body decompresses to more than the limit of {limit} bytes")
+            if reserve is not None and len(out) > reserved:
+                reserve(len(out) - reserved)
+                reserved = len(out)
+            data = d.unconsumed_tail
+        pos -= len(d.unused_data)  # back to the first byte after this member
+        if encoding != "gzip" or pos >= len(view):
+            return bytes(out)
 
 
 def media_type(content_type: str | None) -> str:
@@ -132,6 +147,25 @@ def _hex_id(raw: bytes, size: int, what: str) -> str:
     if raw == b"\0" * size:
         raise OtlpDecodeError(f"{what} is all zeros")
     return raw.hex()
+
+
+def _parent_id(raw: bytes) -> str | None:
+    """The parent span id: empty (or all zeros) for a root, else 8 bytes like any span id."""
+    if not raw or raw == b"\0" * len(raw):
+        return None
+    if len(raw) != 8:
+        raise OtlpDecodeError(f"parentSpanId must be 8 bytes or empty, got {len(raw)}")
+    return raw.hex()
+
+
+#: Times are nanoseconds since 1970 in a fixed64; the store keeps signed 64-bit integers (to 2262-04-11).
+MAX_TIME_NS = 2**63 - 1
+
+
+def _time(ns: int, what: str) -> int:
+    if ns > MAX_TIME_NS:
+        raise OtlpDecodeError(f"{what} {ns} is out of range (the largest time stored is {MAX_TIME_NS}, in 2262)")
+    return ns
 
 
 _MAX_JSON_DEPTH = 512  # far deeper than any real request (AnyValue nesting stops at 100 levels anyway)
@@ -207,53 +241,72 @@ def parse(body: bytes, mt: str, message: Any) -> Any:
     return message
 
 
-def spans_from_request(req: ExportTraceServiceRequest) -> Decoded:
-    """Canonical spans from a trace export; spans with bad ids are counted as rejected."""
-    out = Decoded()
+def span_chunks(req: ExportTraceServiceRequest, size: int) -> Iterator[Decoded]:
+    """Canonical spans of a trace export, `size` at a time (rejected ones count towards `size`);
+    spans with bad ids or times are counted as rejected, with the reason. At least one chunk."""
+    out, sent = Decoded(), False
     for rs in req.resource_spans:
         resource = attributes(rs.resource.attributes)
         for ss in rs.scope_spans:
             scope = ss.scope.name
             for s in ss.spans:
+                if len(out.spans) + out.rejected >= size:
+                    yield out
+                    out, sent = Decoded(), True
                 try:
                     trace_id = _hex_id(s.trace_id, 16, "traceId")
                     span_id = _hex_id(s.span_id, 8, "spanId")
-                    parent = s.parent_span_id.hex() if len(s.parent_span_id) == 8 else None
+                    parent = _parent_id(s.parent_span_id)
+                    start = _time(s.start_time_unix_nano, "startTimeUnixNano")
+                    end = _time(s.end_time_unix_nano, "endTimeUnixNano")
+                    events = [
+                        SpanEvent.model_construct(
+                            name=e.name,
+                            time_ns=_time(e.time_unix_nano, f"event {e.name[:40]!r} timeUnixNano"),
+                            attributes=attributes(e.attributes),
+                            body=None,
+                        )
+                        for e in s.events
+                    ]
                 except OtlpDecodeError as exc:
                     out.rejected += 1
-                    out.errors.append(f"span {s.name!r}: {exc}")
+                    out.errors.append(f"span {s.name[:80]!r}: {exc}")
                     continue
                 out.spans.append(
                     Span.model_construct(
                         trace_id=trace_id,
                         span_id=span_id,
-                        parent_id=parent if parent and parent != "0" * 16 else None,
+                        parent_id=parent,
                         name=s.name,
                         kind=s.kind,
-                        start_ns=s.start_time_unix_nano,
-                        end_ns=s.end_time_unix_nano,
+                        start_ns=start,
+                        end_ns=end,
                         status=_STATUS.get(s.status.code, "unset"),
                         status_message=s.status.message,
                         attributes=attributes(s.attributes),
-                        events=[
-                            SpanEvent.model_construct(
-                                name=e.name, time_ns=e.time_unix_nano, attributes=attributes(e.attributes), body=None
-                            )
-                            for e in s.events
-                        ],
+                        events=events,
                         resource=resource,
                         scope=scope,
                     )
                 )
-    return out
+    if out.spans or out.rejected or not sent:
+        yield out
 
 
-def logs_from_request(req: ExportLogsServiceRequest) -> Decoded:
-    """Log records that carry an event name and belong to a span; others are ignored."""
-    out = Decoded()
+def spans_from_request(req: ExportTraceServiceRequest) -> Decoded:
+    """Canonical spans from a trace export, all at once."""
+    return next(span_chunks(req, sys.maxsize))
+
+
+def log_chunks(req: ExportLogsServiceRequest, size: int) -> Iterator[Decoded]:
+    """Log records that carry an event name and belong to a span, `size` at a time; others are ignored."""
+    out, sent = Decoded(), False
     for rl in req.resource_logs:
         for sl in rl.scope_logs:
             for r in sl.log_records:
+                if len(out.logs) + out.rejected >= size:
+                    yield out
+                    out, sent = Decoded(), True
                 attrs = attributes(r.attributes)
                 name = r.event_name or attrs.get("event.name")
                 if not name or not r.trace_id or not r.span_id:
@@ -261,32 +314,42 @@ def logs_from_request(req: ExportLogsServiceRequest) -> Decoded:
                 try:
                     trace_id = _hex_id(r.trace_id, 16, "traceId")
                     span_id = _hex_id(r.span_id, 8, "spanId")
+                    when = _time(r.time_unix_nano or r.observed_time_unix_nano, "timeUnixNano")
                 except OtlpDecodeError as exc:
                     out.rejected += 1
-                    out.errors.append(f"log record {name!r}: {exc}")
+                    out.errors.append(f"log record {str(name)[:80]!r}: {exc}")
                     continue
                 body = any_value(r.body) if r.HasField("body") else None
                 out.logs.append(
                     LogEvent(
                         trace_id,
                         span_id,
-                        SpanEvent.model_construct(
-                            name=str(name),
-                            time_ns=r.time_unix_nano or r.observed_time_unix_nano,
-                            attributes=attrs,
-                            body=body,
-                        ),
+                        SpanEvent.model_construct(name=str(name), time_ns=when, attributes=attrs, body=body),
                     )
                 )
-    return out
+    if out.logs or out.rejected or not sent:
+        yield out
+
+
+def logs_from_request(req: ExportLogsServiceRequest) -> Decoded:
+    """Log records that carry an event name and belong to a span, all at once."""
+    return next(log_chunks(req, sys.maxsize))
+
+
+def parse_traces(body: bytes, mt: str) -> ExportTraceServiceRequest:
+    return parse(body, mt, ExportTraceServiceRequest())  # type: ignore[no-any-return]
+
+
+def parse_logs(body: bytes, mt: str) -> ExportLogsServiceRequest:
+    return parse(body, mt, ExportLogsServiceRequest())  # type: ignore[no-any-return]
 
 
 def decode_traces(body: bytes, mt: str) -> Decoded:
-    return spans_from_request(parse(body, mt, ExportTraceServiceRequest()))
+    return spans_from_request(parse_traces(body, mt))
 
 
 def decode_logs(body: bytes, mt: str) -> Decoded:
-    return logs_from_request(parse(body, mt, ExportLogsServiceRequest()))
+    return logs_from_request(parse_logs(body, mt))
 
 
 def decode_json_line(line: bytes) -> Decoded:

@@ -1,7 +1,8 @@
 """OTLP JSON-lines files, as the OpenTelemetry Collector's file exporter writes them.
 
 Reads from the byte offset stored in the store and commits the new offset in the same
-transaction as the spans it read, so a crash neither loses nor repeats a line.
+transaction as the spans it read, so a crash neither loses nor repeats a line. A span the store
+refuses for its data is logged and skipped (with the offset moving on), never retried for ever.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 import structlog
 
 from connectors.otlp.decode import OtlpDecodeError, decode_json_line
-from tracing_eval.ingest import make_batch
+from tracing_eval.ingest import make_batch, store_isolating
 from tracing_eval.model import Span, SpanEvent
 from tracing_eval.store.base import Store
 
@@ -73,6 +74,10 @@ class OtlpFileSource:
                 if not lines:
                     break
                 batch = make_batch(spans, events, source=self.source, source_state={state_key: str(offset)})
-                stats = await store.ingest(batch, now)
-                stored += stats.spans
+                result = await store_isolating(store, batch, now)  # a span the store refuses cannot stall the file
+                if result.errors:
+                    log.warning(
+                        "the store refused spans of an OTLP file", path=str(self.path), errors=result.errors[:3]
+                    )
+                stored += result.stats.spans
         return stored

@@ -84,6 +84,14 @@ def webhook_body(payload: dict[str, Any], sent_at: int) -> dict[str, Any]:
     }
 
 
+def shown_url(url: str) -> str:
+    """A webhook URL as logs and stored errors show it: scheme, host and port only. Chat webhooks
+    (Slack, Teams, Discord) carry their token in the path or query."""
+    u = httpx.URL(url)
+    port = f":{u.port}" if u.port else ""
+    return f"{u.scheme}://{u.host}{port}/…" if u.raw_path not in (b"", b"/") else f"{u.scheme}://{u.host}{port}/"
+
+
 def _highest(priorities: Iterable[str | None]) -> str:
     known = [p for p in priorities if p in PRIORITIES]
     return max(known, key=PRIORITIES.index) if known else "normal"
@@ -148,16 +156,17 @@ class WebhookSink:
         raise WebhookError(message)
 
     async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> None:
+        shown = f"url {self.urls.index(url) + 1} ({shown_url(url)})"
         try:
             resp = await self._client.post(url, content=body, headers=headers)
         except httpx.TimeoutException as exc:
-            raise WebhookError(f"{url}: timed out ({type(exc).__name__})") from exc
+            raise WebhookError(f"{shown}: timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
-            raise WebhookError(f"{url}: {type(exc).__name__}: {exc}") from exc
+            raise WebhookError(f"{shown}: {type(exc).__name__}: {str(exc).replace(url, shown)}") from None
         status = resp.status_code
         if 200 <= status < 300:
             return
-        detail = f"{url}: HTTP {status} {resp.text[:200]!r}"
+        detail = f"{shown}: HTTP {status} {resp.text[:200].replace(url, shown)!r}"
         if status >= 500 or status in _RETRYABLE_4XX:
             raise WebhookError(detail)
         raise PermanentSinkError(detail)

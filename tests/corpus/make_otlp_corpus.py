@@ -680,9 +680,11 @@ def build() -> tuple[list[Item], dict[str, Any]]:
         "odd-id-protobuf-parent-3-bytes.bin",
         c.pb(pb_span("parent_span_id", b"\x01\x02\x03", 1)).SerializeToString(),
         category="bad_ids",
-        description="a parent span id of 3 bytes is read as no parent; every span is stored",
+        description="a parent span id of 3 bytes: that span is rejected (it is not made a root)",
         status=200,
-        spans=SPANS,
+        message="parentSpanId must be 8 bytes or empty, got 3",
+        rejected=1,
+        spans=SPANS - 1,
     )
 
     def log_id(fld: str, value: bytes) -> Callable[[ExportLogsServiceRequest], None]:
@@ -942,7 +944,6 @@ def build() -> tuple[list[Item], dict[str, Any]]:
         ("int-value-1e30-number", add_attribute({"intValue": 1e30}), 400, MISMATCH_TRACES),
         ("start-time-2-64", set_first("startTimeUnixNano", "18446744073709551616"), 400, MISMATCH_TRACES),
         ("int-value-max", add_attribute({"intValue": "9223372036854775807"}), 200, ""),
-        ("start-time-max", set_first("startTimeUnixNano", "18446744073709551615"), 200, ""),
     ):
         spans = SPANS if status == 200 else 0
         c.add(
@@ -955,6 +956,18 @@ def build() -> tuple[list[Item], dict[str, Any]]:
             message=message,
             spans=spans,
         )
+    # times past the store's signed 64-bit range: that span (or log record) is rejected, the rest stored
+    c.add(
+        "int64-json-start-time-max.json",
+        dumps(c.js(set_first("startTimeUnixNano", "18446744073709551615"))),
+        ct=JS,
+        category="int64_overflow",
+        description="a start time of 2**64-1 (legal uint64, past 2262): that span is rejected",
+        status=200,
+        message="startTimeUnixNano 18446744073709551615 is out of range",
+        rejected=1,
+        spans=SPANS - 1,
+    )
     c.add(
         "int64-json-logs-time-2-64.json",
         dumps(c.logs_js(set_first_record("timeUnixNano", "18446744073709551616"))),
@@ -1706,6 +1719,98 @@ def build() -> tuple[list[Item], dict[str, Any]]:
         ct=JS,
         category="odd_but_valid",
         description="an attribute with a null value",
+        status=200,
+        spans=SPANS,
+    )
+
+    # values the store once could not write, so the whole request got 503 for ever (issue 14): each is
+    # now rejected on its own (times past 2262), or stored (a span sent twice with different content,
+    # NUL in a conversation id, dropped), and the rest of the request is stored
+    def event_at(ns: int) -> Callable[[ExportTraceServiceRequest], None]:
+        def mutate(req: ExportTraceServiceRequest) -> None:
+            req.resource_spans[0].scope_spans[0].spans[0].events.add(name="late", time_unix_nano=ns)
+
+        return mutate
+
+    for label, mutate, message in (
+        ("start-time-2-63", pb_span("start_time_unix_nano", 2**63), "startTimeUnixNano 9223372036854775808"),
+        ("end-time-2-64-minus-1", pb_span("end_time_unix_nano", 2**64 - 1), "endTimeUnixNano 18446744073709551615"),
+        ("event-time-2-63", event_at(2**63), "event 'late' timeUnixNano 9223372036854775808"),
+    ):
+        c.add(
+            f"store-limit-protobuf-{label}.bin",
+            c.pb(mutate).SerializeToString(),
+            category="store_limits",
+            description=f"{label.replace('-', ' ')}: past the largest time stored, that span is rejected",
+            status=200,
+            message=message + " is out of range",
+            rejected=1,
+            spans=SPANS - 1,
+        )
+
+    def log_at(req: ExportLogsServiceRequest) -> None:
+        req.resource_logs[0].scope_logs[0].log_records[0].time_unix_nano = 2**63
+
+    c.add(
+        "store-limit-logs-time-2-63.bin",
+        c.logs_pb(log_at).SerializeToString(),
+        path=LOGS,
+        category="store_limits",
+        description="a log record at 2**63 ns: rejected",
+        status=200,
+        message="timeUnixNano 9223372036854775808 is out of range",
+        rejected=1,
+    )
+
+    def same_span_changed(req: ExportTraceServiceRequest) -> None:
+        ss = req.resource_spans[0].scope_spans[0]
+        again = type(ss.spans[0])()
+        again.CopyFrom(ss.spans[0])
+        again.name = "renamed on the second copy"
+        ss.spans.append(again)
+
+    c.add(
+        "store-limit-same-span-twice-changed.bin",
+        c.pb(same_span_changed).SerializeToString(),
+        category="store_limits",
+        description="one span twice in a request with different content: stored once",
+        status=200,
+        spans=SPANS,
+    )
+
+    def conversation(value: str) -> Callable[[ExportTraceServiceRequest], None]:
+        def mutate(req: ExportTraceServiceRequest) -> None:
+            for s in req.resource_spans[0].scope_spans[0].spans:
+                for kv in s.attributes:
+                    if kv.key == "gen_ai.conversation.id":
+                        kv.value.string_value = value
+
+        return mutate
+
+    c.add(
+        "store-limit-nul-in-conversation-id.bin",
+        c.pb(conversation("corpus\0nul")).SerializeToString(),
+        category="store_limits",
+        description="NUL in gen_ai.conversation.id: dropped from the id, everything stored",
+        status=200,
+        spans=SPANS,
+    )
+    c.add(
+        "store-limit-conversation-id-only-nul.json",
+        dumps(otlp_json(c.pb(conversation("\0\0")))),
+        ct=JS,
+        category="store_limits",
+        description="a conversation id of NUL only: no conversation id, everything stored",
+        status=200,
+        spans=SPANS,
+    )
+    whole = c.pb().SerializeToString()
+    c.add(
+        "gzip-many-members.bin.gz",
+        b"".join(gzip.compress(whole[i : i + 7], mtime=0) for i in range(0, len(whole), 7)),
+        ce="gzip",
+        category="compression",
+        description="gzip of one member per 7 bytes of the body (RFC 1952 allows any number): all read",
         status=200,
         spans=SPANS,
     )

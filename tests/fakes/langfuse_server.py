@@ -318,6 +318,7 @@ class FakeLangfuseServer:
         self._traces: dict[str, Trace] = {}
         self._sessions: dict[str, SessionState] = {}
         self._scores: list[ScoreRow] = []
+        self.deleted_scores: list[str] = []  # ids removed with DELETE /scores/{scoreId}, in order
         self._score_writes: list[ScoreWrite] = []
         self._configs: dict[str, ScoreConfigRow] = {}
         self._queues: dict[str, QueueRow] = {}
@@ -789,6 +790,8 @@ class FakeLangfuseServer:
                 status, payload = 500, {"message": "fake produced a response that violates the spec", "error": problems}
                 data = json.dumps(payload).encode()
         ex.status, ex.response = status, payload
+        if status == 204:
+            return Response(status_code=204)
         return Response(data, status_code=status, media_type="application/json")
 
     def _fault_response(self, ex: Exchange, fault: _Fault) -> Response:
@@ -823,6 +826,7 @@ class FakeLangfuseServer:
             ("GET", "/api/public/observations", self._not_in_fake, v4_gone),
             ("GET", "/api/public/v2/scores", self._not_in_fake, v4_gone),
             ("POST", "/api/public/scores", self._scores_create, {}),
+            ("DELETE", "/api/public/scores/{scoreId}", self._score_delete, {}),
             ("POST", "/api/public/ingestion", self._ingestion, {}),
             ("GET", "/api/public/score-configs", self._configs_list, {}),
             ("POST", "/api/public/score-configs", self._configs_create, {}),
@@ -1385,6 +1389,16 @@ class FakeLangfuseServer:
                 row.completed_at = self.now() if status == "COMPLETED" else None
             row.updated_at = self.now()
         return 200, queue_item_json(row)
+
+    async def _score_delete(self, ctx: _Ctx) -> tuple[int, Any]:
+        score_id = ctx.params["scoreId"]
+        with self._lock:
+            kept = [s for s in self._scores if s.id != score_id]
+            if len(kept) == len(self._scores):
+                raise ApiError(404, f"Score {score_id} not found", violation=False)
+            self._scores = kept
+            self.deleted_scores.append(score_id)
+        return 204, None
 
     async def _item_delete(self, ctx: _Ctx) -> tuple[int, Any]:
         row = self._item(ctx)

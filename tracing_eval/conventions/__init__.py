@@ -1,27 +1,31 @@
 """Span attributes -> canonical fields, across conventions, with a fixed precedence (DESIGN §5).
 
-One module per convention (`genai`, `openinference`, `traceloop`, `langfuse`); this module
+One module per convention (`genai`, `openinference`, `traceloop`, `langfuse`, `vercel`); this module
 decides which wins. Every function here is pure and never raises on bad attribute content.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from tracing_eval.conventions import genai, langfuse, openinference, traceloop
-from tracing_eval.conventions.values import as_int, as_str, result_text
+from tracing_eval.conventions import genai, langfuse, openinference, traceloop, vercel
+from tracing_eval.conventions.values import as_int, as_str, result_text, unwrap_text_blocks
 from tracing_eval.model import Message, Span, ToolCall
 from tracing_eval.text import looks_like_tool_error
 
 __all__ = [
     "SpanKind",
+    "SpanReading",
     "input_messages",
     "model",
     "output_messages",
+    "read_span",
     "response_id",
     "span_error",
     "span_kind",
+    "span_kind_and_source",
     "system_instructions",
     "thread_id",
     "tool_call",
@@ -31,7 +35,7 @@ __all__ = [
 SpanKind = Literal["llm", "tool", "agent", "other"]
 _SPAN_KINDS: dict[str, SpanKind] = {"llm": "llm", "tool": "tool", "agent": "agent", "other": "other"}
 
-THREAD_KEYS = (langfuse.SESSION_ID, "session.id", genai.CONVERSATION_ID, traceloop.SESSION_ID)
+THREAD_KEYS = (langfuse.SESSION_ID, "session.id", genai.CONVERSATION_ID, traceloop.SESSION_ID, vercel.SESSION_ID)
 
 # First extractor that yields messages wins (per span and direction).
 _INPUTS: tuple[Callable[[Span], list[Message]], ...] = (
@@ -39,6 +43,7 @@ _INPUTS: tuple[Callable[[Span], list[Message]], ...] = (
     genai.details_input,
     openinference.input_messages,
     traceloop.input_messages,
+    vercel.input_messages,
     genai.legacy_input,
     openinference.value_input,
     traceloop.entity_input,
@@ -50,18 +55,26 @@ _OUTPUTS: tuple[Callable[[Span], list[Message]], ...] = (
     genai.details_output,
     openinference.output_messages,
     traceloop.output_messages,
+    vercel.output_messages,
     genai.legacy_output,
     openinference.value_output,
     traceloop.entity_output,
     langfuse.trace_output,
     langfuse.observation_output,
 )
-_KINDS: tuple[Callable[[Span], str | None], ...] = (langfuse.kind, openinference.kind, genai.kind, traceloop.kind)
+_KINDS: tuple[Callable[[Span], str | None], ...] = (
+    langfuse.kind,
+    openinference.kind,
+    genai.kind,
+    traceloop.kind,
+    vercel.kind,
+)
 _TOOLS: tuple[Callable[[Span], ToolCall | None], ...] = (
     genai.tool_call,
     openinference.tool_call,
     langfuse.tool_call,
     traceloop.tool_call,
+    vercel.tool_call,
 )
 _EXCEPTION_EVENTS = ("exception", "gen_ai.client.operation.exception")
 _MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
@@ -87,7 +100,8 @@ def _first_key(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
 
 def thread_id(span: Span) -> str | None:
     """Conversation id: `langfuse.session.id` > `session.id` > `gen_ai.conversation.id` >
-    `traceloop.association.properties.session_id`; span attributes first, then the resource."""
+    `traceloop.association.properties.session_id` > `ai.telemetry.metadata.sessionId`; span
+    attributes first, then the resource."""
     for attrs in (span.attributes, span.resource):
         if isinstance(attrs, Mapping):
             found = _first_key(attrs, THREAD_KEYS)
@@ -96,21 +110,32 @@ def thread_id(span: Span) -> str | None:
     return None
 
 
-def span_kind(span: Span) -> SpanKind:
-    """`llm`, `tool`, `agent` or `other`: Langfuse type > OpenInference kind > GenAI operation >
-    Traceloop kind > attribute heuristics (model -> llm, `gen_ai.tool.*` -> tool, content -> llm)."""
+def _source(fn: Callable[..., Any]) -> str:
+    """Where a reading came from, for `tracing-eval inspect`: `openinference.output_messages`."""
+    return f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
+
+
+def span_kind_and_source(span: Span) -> tuple[SpanKind, str]:
+    """The span's role and what decided it (a convention's `kind`, or the heuristic that did)."""
     for fn in _KINDS:
         found = _safe(fn, span)
         if found in _SPAN_KINDS:
-            return _SPAN_KINDS[found]
+            return _SPAN_KINDS[found], _source(fn)
     attrs = span.attributes
     if any(key in attrs for key in _MODEL_KEYS):
-        return "llm"
+        return "llm", "heuristic: a model attribute"
     if "gen_ai.tool.name" in attrs or "gen_ai.tool.call.id" in attrs:
-        return "tool"
+        return "tool", "heuristic: gen_ai.tool.* attributes"
     if any(_safe(fn, span) for fn in (genai.has_content, openinference.has_content, traceloop.has_content)):
-        return "llm"
-    return "other"
+        return "llm", "heuristic: message content"
+    return "other", "nothing matched"
+
+
+def span_kind(span: Span) -> SpanKind:
+    """`llm`, `tool`, `agent` or `other`: Langfuse type > OpenInference kind > GenAI operation >
+    Traceloop kind > Vercel AI SDK operation > attribute heuristics (model -> llm, `gen_ai.tool.*`
+    -> tool, content -> llm)."""
+    return span_kind_and_source(span)[0]
 
 
 def _exception(span: Span) -> str | None:
@@ -133,22 +158,44 @@ def span_error(span: Span) -> str | None:
     return exception or error_type or langfuse_error
 
 
-def _messages(extractors: tuple[Callable[[Span], list[Message]], ...], span: Span) -> list[Message]:
+def _messages(extractors: tuple[Callable[[Span], list[Message]], ...], span: Span) -> tuple[list[Message], str | None]:
     for fn in extractors:
         found = _safe(fn, span)
         if found:
-            return list(found)
-    return []
+            return list(found), _source(fn)
+    return [], None
 
 
 def input_messages(span: Span) -> list[Message]:
     """The messages sent to the model (full history, system included), by convention precedence."""
-    return _messages(_INPUTS, span)
+    return _messages(_INPUTS, span)[0]
 
 
 def output_messages(span: Span) -> list[Message]:
     """The messages the span produced (assistant answers, tool calls), by convention precedence."""
-    return _messages(_OUTPUTS, span)
+    return _messages(_OUTPUTS, span)[0]
+
+
+@dataclass(frozen=True)
+class SpanReading:
+    """Everything the conventions read from one span, and which extractor read each part."""
+
+    kind: SpanKind
+    kind_from: str
+    inputs: list[Message]
+    inputs_from: str | None
+    outputs: list[Message]
+    outputs_from: str | None
+    tool: ToolCall | None
+    thread_id: str | None
+
+
+def read_span(span: Span) -> SpanReading:
+    """The span as `tracing-eval inspect` shows it: role, messages, tool call, each with its source."""
+    kind, kind_from = span_kind_and_source(span)
+    inputs, inputs_from = _messages(_INPUTS, span)
+    outputs, outputs_from = _messages(_OUTPUTS, span)
+    return SpanReading(kind, kind_from, inputs, inputs_from, outputs, outputs_from, tool_call(span), thread_id(span))
 
 
 def system_instructions(span: Span) -> str | None:
@@ -171,6 +218,7 @@ def tool_call(span: Span) -> ToolCall | None:
         call.name = call.name if call.name != "?" else other.name
         call.arguments = call.arguments if call.arguments is not None else other.arguments
         call.result = call.result if call.result is not None else other.result
+    call.result = unwrap_text_blocks(call.result)
     call.span_id = span.span_id
     call.error = span_error(span)
     if call.error is None and looks_like_tool_error(call.result):

@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracing_eval.conventions.messages import openai_message, parts_messages, payload_messages, role_of
+from tracing_eval.conventions.messages import (
+    converse_messages,
+    openai_message,
+    parts_messages,
+    payload_messages,
+    role_of,
+)
 from tracing_eval.conventions.values import as_int, as_str, content_text, loads, maybe_json, text
 from tracing_eval.model import Message, Span, SpanEvent, ToolCall
 
@@ -30,7 +36,11 @@ _KINDS = {
     "create_agent": "agent",
     "execute_tool": "tool",
 }
-_OTHER_OPERATIONS = frozenset({"embeddings", "retrieval", "invoke_workflow", "plan", "fetch_response"})
+#: not model calls; `execute_event_loop_cycle` is Strands' agent loop step, which repeats the input
+#: messages of the `chat` spans inside it
+_OTHER_OPERATIONS = frozenset(
+    {"embeddings", "retrieval", "invoke_workflow", "plan", "fetch_response", "execute_event_loop_cycle"}
+)
 
 
 def kind(span: Span) -> str | None:
@@ -152,7 +162,10 @@ def legacy_input(span: Span) -> list[Message]:
     for event in _sorted_events(span, LEGACY_EVENTS - {"gen_ai.choice"}):
         body = _event_body(event)
         role = role_of(event.name.split(".")[1])
-        if role == "assistant":
+        blocks = converse_messages(role, body.get("content")) if role is not None else None
+        if blocks is not None:  # Strands: Bedrock Converse content blocks
+            out.extend(blocks)
+        elif role == "assistant":
             out.extend(openai_message({**body, "role": "assistant"}))
         elif role == "tool":
             call_id = body.get("id") or body.get("tool_call_id")
@@ -165,15 +178,27 @@ def legacy_input(span: Span) -> list[Message]:
     return out
 
 
+def _choice_messages(body: dict[str, Any]) -> list[Message]:
+    """One `gen_ai.choice`: `message` an OpenAI message object, or (Strands) Converse content blocks
+    or plain text as a string."""
+    message, finish = body.get("message"), body.get("finish_reason")
+    if isinstance(message, dict):
+        return openai_message({"role": "assistant", **message}, output=True, finish_reason=finish)
+    blocks = converse_messages("assistant", message)
+    if blocks is None:
+        blocks = [Message(role="assistant", content=message.strip())] if isinstance(message, str) else []
+    for m in blocks:
+        m.finish_reason = as_str(finish)
+    return blocks or openai_message({"role": "assistant"}, output=True, finish_reason=finish)
+
+
 def legacy_output(span: Span) -> list[Message]:
     """`gen_ai.choice` events in index order (or a `gen_ai.content.completion` event)."""
     choices: list[tuple[int, list[Message]]] = []
     for n, event in enumerate(_sorted_events(span, {"gen_ai.choice"})):
         body = _event_body(event)
-        message = body.get("message") if isinstance(body.get("message"), dict) else {}
         index = as_int(body.get("index"))
-        msgs = openai_message({"role": "assistant", **message}, output=True, finish_reason=body.get("finish_reason"))
-        choices.append((n if index is None else index, msgs))
+        choices.append((n if index is None else index, _choice_messages(body)))
     out = [m for _, msgs in sorted(choices, key=lambda c: c[0]) for m in msgs]
     if not out:
         for event in _sorted_events(span, {"gen_ai.content.completion"}):
@@ -192,10 +217,27 @@ def tool_call(span: Span) -> ToolCall | None:
         return None
     if name is None:
         name = span.name.removeprefix("execute_tool").strip() or None
+    arguments, result = attrs.get("gen_ai.tool.call.arguments"), attrs.get("gen_ai.tool.call.result")
+    if arguments is None and result is None:
+        arguments, result = _tool_events(span)
     return ToolCall(
         id=as_str(attrs.get("gen_ai.tool.call.id")),
         name=name or "?",
-        arguments=maybe_json(attrs.get("gen_ai.tool.call.arguments")),
-        result=maybe_json(attrs.get("gen_ai.tool.call.result")),
+        arguments=maybe_json(arguments),
+        result=maybe_json(result),
         span_id=span.span_id,
     )
+
+
+def _tool_events(span: Span) -> tuple[Any, Any]:
+    """Arguments and result of a tool span that reports them as events (Strands): the
+    `gen_ai.tool.message` content and the `gen_ai.choice` message (text blocks as text)."""
+    arguments = result = None
+    for event in _sorted_events(span, {"gen_ai.tool.message", "gen_ai.choice"}):
+        body = _event_body(event)
+        if event.name == "gen_ai.tool.message":
+            arguments = body.get("content")
+        else:
+            blocks = converse_messages("tool", body.get("message"))
+            result = "\n".join(m.content for m in blocks) if blocks is not None else body.get("message")
+    return arguments, result

@@ -1,7 +1,9 @@
 """Message shapes shared by several conventions, read into canonical `Message` lists.
 
 - OTel GenAI parts messages: `[{role, parts: [{type: text|tool_call|tool_call_response, ...}]}]`.
-- OpenAI chat messages: `{role, content, tool_calls: [{id, function: {name, arguments}}], tool_call_id}`.
+- OpenAI chat messages: `{role, content, tool_calls: [{id, function: {name, arguments}}], tool_call_id}`,
+  and LangChain's serialised messages (`{lc, kwargs}` and `{type, data}`).
+- Bedrock Converse content blocks (`[{"text"}, {"toolUse"}, {"toolResult"}]`), as Strands Agents emits them.
 - Free-form payloads (`input.value`, `traceloop.entity.*`, `langfuse.*.input`): message lists,
   chat request/response JSON, or plain text.
 """
@@ -100,6 +102,41 @@ def parts_message(raw: dict[str, Any], *, output: bool = False) -> list[Message]
     return [*results, Message(role=role, content=content)]
 
 
+# --- Bedrock Converse content blocks (Strands Agents) ------------------------------------------
+
+_CONVERSE_KEYS = frozenset(
+    {"text", "toolUse", "toolResult", "reasoningContent", "image", "document", "video", "cachePoint", "guardContent"}
+)
+
+
+def converse_messages(role: Role, value: Any) -> list[Message] | None:
+    """`[{"text"}, {"toolUse": {toolUseId, name, input}}, {"toolResult": {toolUseId, status, content}}]`
+    (JSON or structured) as canonical messages; None when `value` is not such a list."""
+    blocks = loads(value) if isinstance(value, str) else value
+    if not (isinstance(blocks, list) and blocks):
+        return None
+    if not all(isinstance(b, dict) and "type" not in b and _CONVERSE_KEYS.intersection(b) for b in blocks):
+        return None
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    results: list[Message] = []
+    for block in blocks:
+        use, result = block.get("toolUse"), block.get("toolResult")
+        if isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif isinstance(use, dict):
+            calls.append(tool_call(use.get("toolUseId"), use.get("name"), use.get("input")))
+        elif isinstance(result, dict):
+            call_id = as_str(result.get("toolUseId"))
+            results.append(Message(role="tool", content=result_text(result.get("content")), tool_call_id=call_id))
+    content = "\n".join(texts)
+    if role == "assistant":
+        return [Message(role="assistant", content=content, tool_calls=calls)]
+    if results and not content:
+        return results  # tool results travel in a user (or tool) message
+    return [*results, Message(role=role, content=content)]
+
+
 # --- OpenAI chat -------------------------------------------------------------------------------
 
 
@@ -134,12 +171,17 @@ def openai_message(raw: dict[str, Any], *, output: bool = False, finish_reason: 
     calls = openai_tool_calls(raw.get("tool_calls"))
     if isinstance(raw.get("function_call"), dict):
         calls.append(tool_call(None, raw["function_call"].get("name"), raw["function_call"].get("arguments")))
-    finish = as_str(finish_reason) or as_str(raw.get("finish_reason"))
+    metadata = raw.get("response_metadata") if isinstance(raw.get("response_metadata"), dict) else {}
+    finish = as_str(finish_reason) or as_str(raw.get("finish_reason")) or as_str(metadata.get("finish_reason"))
     return [Message(role="assistant", content=content, tool_calls=calls, finish_reason=finish)]
 
 
 def _langchain(raw: dict[str, Any]) -> dict[str, Any]:
-    """A serialised LangChain message (`{lc, id: [..., "HumanMessage"], kwargs}`) as a plain dict."""
+    """A serialised LangChain message as a plain dict: the constructor form
+    (`{lc, id: [..., "HumanMessage"], kwargs}`) or the `messages_to_dict` form (`{type, data}`)."""
+    data = raw.get("data")
+    if isinstance(data, dict) and role_of(raw.get("type")) is not None and "role" not in raw:
+        return {**data, "type": data.get("type") or raw["type"]}
     kwargs = raw.get("kwargs")
     if "lc" not in raw or not isinstance(kwargs, dict):
         return raw

@@ -96,20 +96,43 @@ def _part_text(part: Any) -> str:
     return ""
 
 
+def _is_part(value: Any) -> bool:
+    """A content part: typed (`{"type": ...}`) or a bare text block (`{"text": ...}`, Bedrock Converse)."""
+    return isinstance(value, dict) and ("type" in value or set(value) == {"text"})
+
+
 def content_text(value: Any) -> str:
-    """Like `text`, but also unpacks a JSON-encoded list of content parts (`[{"type": "text", ...}]`)."""
+    """Like `text`, but also unpacks a JSON-encoded list of content parts (`[{"type": "text", ...}]`,
+    `[{"text": ...}]`)."""
     if isinstance(value, str) and value.lstrip().startswith("[{"):
         parts = loads(value)
-        if isinstance(parts, list) and parts and all(isinstance(p, dict) and "type" in p for p in parts):
+        if isinstance(parts, list) and parts and all(_is_part(p) for p in parts):
             return text(parts)
     return text(value)
 
 
 def result_text(value: Any) -> str:
-    """A tool result as text: strings unchanged, structures as JSON."""
+    """A tool result as text: strings unchanged, a list of text blocks (`[{"text": ...}]`, MCP's
+    `[{"type": "text", "text": ...}]`) as its text, other structures as JSON."""
     if value is None:
         return ""
+    value = unwrap_text_blocks(value)
     return value if isinstance(value, str) else dumps(value)
+
+
+def unwrap_text_blocks(value: Any) -> Any:
+    """A list of text blocks as its text; any other value unchanged."""
+    if isinstance(value, list) and value and all(_is_text_block(b) for b in value):
+        return "\n".join(b["text"] for b in value)
+    return value
+
+
+def _is_text_block(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("text"), str)
+        and (set(value) == {"text"} or (value.get("type") == "text" and set(value) <= {"type", "text"}))
+    )
 
 
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:

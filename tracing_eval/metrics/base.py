@@ -20,6 +20,9 @@ class MetricSpec:
     scopes: tuple[str, ...]
     threshold: float | None
     description: str
+    #: whether the metric reads the assistant's answers; such a metric is `not_applicable` where an
+    #: answer could not be read (`Turn.answer_unknown`)
+    needs_answer: bool = True
 
 
 class MetricBase:
@@ -31,6 +34,7 @@ class MetricBase:
     scopes: ClassVar[tuple[str, ...]]
     default_threshold: ClassVar[float | None] = 0.7
     description: ClassVar[str]
+    needs_answer: ClassVar[bool] = True
 
     def __init__(self, threshold: float | None = None) -> None:
         self.spec = MetricSpec(
@@ -40,6 +44,7 @@ class MetricBase:
             scopes=self.scopes,
             threshold=self.default_threshold if threshold is None else threshold,
             description=self.description,
+            needs_answer=self.needs_answer,
         )
 
 

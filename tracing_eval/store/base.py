@@ -105,6 +105,16 @@ class IngestStats:
     threads_changed: int = 0
 
 
+class IngestRefused(Exception):
+    """The store refused the batch for what it holds (a value out of range, text it cannot store):
+    the same batch would fail again, so it must not be retried as it is. `detail` says what, without
+    the batch's data. Any other exception from `Store.ingest` is transient (retry later)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
 class Store(Protocol):
     """The durable state behind the pipeline. Every method is one transaction."""
 

@@ -18,6 +18,7 @@ import pydantic_core
 from sqlalchemy import and_, delete, event, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from tracing_eval.identity import is_sampled, thread_key
@@ -26,6 +27,7 @@ from tracing_eval.store import schema as t
 from tracing_eval.store.base import (
     Claim,
     IngestBatch,
+    IngestRefused,
     IngestStats,
     Mode,
     OutboxRow,
@@ -63,16 +65,33 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]
         yield items[i : i + size]
 
 
+#: SQLSTATE classes of errors caused by the data itself: cardinality (21), data (22), integrity (23)
+#: and program limits such as an index row too large (54). The same rows fail again on every retry.
+_DATA_SQLSTATES = ("21", "22", "23", "54")
+
+
+def refused_by_data(exc: BaseException) -> str | None:
+    """What was wrong when `exc` is the database refusing the data itself (never retried), else None
+    (the store is unavailable, busy or broken: retry later). The text has no SQL and no parameters."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    state = str(getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or "")
+    if not (isinstance(exc, DataError | IntegrityError | OverflowError | UnicodeError) or state[:2] in _DATA_SQLSTATES):
+        return None
+    first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    return first[:300]
+
+
 def _engine_options(url: str) -> dict[str, Any]:
-    """Pool and connect settings per database; SQLite keeps SQLAlchemy's defaults."""
+    """Pool and connect settings per database; SQLite keeps SQLAlchemy's defaults. SQL parameters
+    (span data, conversation ids) never appear in error messages or logs."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "postgresql":
-        return {}
+        return {"hide_parameters": True}
     connect: dict[str, Any] = {}
     if parsed.get_driver_name() == "asyncpg":  # `?timeout=N` in the URL sets it (asyncpg wants a number)
         connect["timeout"] = float(str(parsed.query.get("timeout", _PG_CONNECT_TIMEOUT)))
         connect["server_settings"] = {"application_name": "tracing-eval"}
-    return {**_PG_POOL, "connect_args": connect}
+    return {**_PG_POOL, "connect_args": connect, "hide_parameters": True}
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -145,14 +164,27 @@ class SqlStore:
 
         A span or event stored before with the same content changes nothing: an exporter that resends
         a batch whose acknowledgement it lost, or a source that pulls an overlap again, does not make
-        its threads due for another evaluation."""
+        its threads due for another evaluation. A span sent twice in one batch is stored once (the last
+        copy). Raises `IngestRefused` when the database refuses the data itself (see `refused_by_data`)."""
+        try:
+            return await self._ingest(batch, now)
+        except Exception as exc:
+            detail = refused_by_data(exc)
+            if detail is None:
+                raise
+            raise IngestRefused(detail) from None
+
+    async def _ingest(self, batch: IngestBatch, now: float) -> IngestStats:
         stats = IngestStats()
         changed: set[str] = set()  # traces with a new or different span or a new event
         async with self.engine.begin() as conn:
             if batch.spans:
                 rows = [  # in key order: concurrent ingests on PostgreSQL lock rows in one order, no deadlock
                     {"trace_id": s.trace_id, "span_id": s.span_id, "data": pydantic_core.to_json(s), "received_at": now}
-                    for s in sorted(batch.spans, key=lambda s: (s.trace_id, s.span_id))
+                    for s in sorted(
+                        {(s.trace_id, s.span_id): s for s in batch.spans}.values(),
+                        key=lambda s: (s.trace_id, s.span_id),
+                    )
                 ]
                 ins = self._insert(t.spans)
                 upsert = ins.on_conflict_do_update(
@@ -165,7 +197,7 @@ class SqlStore:
                 stats.spans = len(rows)
             if batch.events:
                 rows = []
-                for trace_id, span_id, ev in batch.events:
+                for trace_id, span_id, ev in batch.events:  # a repeated event has one digest: stored once
                     data = pydantic_core.to_json(ev)
                     rows.append(
                         {
@@ -176,7 +208,10 @@ class SqlStore:
                             "received_at": now,
                         }
                     )
-                rows.sort(key=lambda r: (r["trace_id"], r["span_id"], r["digest"]))
+                rows = sorted(
+                    {(r["trace_id"], r["span_id"], r["digest"]): r for r in rows}.values(),
+                    key=lambda r: (r["trace_id"], r["span_id"], r["digest"]),
+                )
                 insert = self._insert(t.span_events).on_conflict_do_nothing().returning(t.span_events.c.trace_id)
                 for chunk in _chunks(rows):
                     changed.update((await conn.execute(insert, list(chunk))).scalars())
@@ -205,13 +240,15 @@ class SqlStore:
             res = await conn.execute(select(t.traces).where(t.traces.c.trace_id.in_(chunk)))
             existing.update({r.trace_id: r for r in res})
 
-        trace_rows, touched, moved = [], {}, set()
+        trace_rows: list[dict[str, Any]] = []
+        touched: dict[str, str | None] = {}
+        moved: dict[str, str] = {}  # thread a trace left -> thread it joined
         for tid in span_traces:
             old = existing.get(tid)
             conv = (old.conversation_id if old is not None else None) or batch.conversations.get(tid)
             key = thread_key(batch.source, conv, tid)
             if old is not None and old.thread_key != key:
-                moved.add(old.thread_key)
+                moved[old.thread_key] = key
             start = min((x for x in (starts[tid], old.start_ns if old is not None else 0) if x), default=0)
             trace_rows.append(
                 {
@@ -275,13 +312,72 @@ class SqlStore:
                 ),
                 rows,
             )
-        for key in moved - touched.keys():  # a trace joined its conversation: drop the stand-alone thread
+        for key, into in sorted(moved.items()):  # a trace joined its conversation: drop the stand-alone thread
+            if key in touched:
+                continue
             still_used = (
                 await conn.execute(select(func.count()).select_from(t.traces).where(t.traces.c.thread_key == key))
             ).scalar()
             if not still_used:
                 await conn.execute(delete(t.threads).where(t.threads.c.key == key))
+                await self._supersede(conn, key, into, now)
         return len(touched)
+
+    async def _supersede(self, conn: AsyncConnection, key: str, into: str, now: float) -> None:
+        """Thread `key` merged into `into`: its results leave `results`, deliveries of them not yet made
+        are dropped, every sink that had them gets a `retract` row (due once any delivery of them in
+        progress on another replica has had its lease), and its review items are superseded."""
+        ob, rs = t.outbox.c, t.results.c
+        ids = list((await conn.execute(select(rs.id, rs.metric, rs.target).where(rs.thread_key == key))).all())
+        retract: dict[tuple[str, str], float] = {}
+        about = {r.id: {"metric": r.metric, "target": r.target} for r in ids}
+        for chunk in _chunks([r.id for r in ids]):
+            rows = await conn.execute(
+                select(ob.sink, ob.ref, ob.delivered_at, ob.next_attempt_at).where(
+                    ob.kind == "result", ob.ref.in_(chunk)
+                )
+            )
+            for sink, ref, delivered_at, next_attempt_at in rows:
+                due = now if delivered_at is not None else max(now, next_attempt_at)
+                retract[(sink, ref)] = max(due, retract.get((sink, ref), now))
+            await conn.execute(
+                delete(t.outbox).where(
+                    ob.kind == "result", ob.ref.in_(chunk), ob.delivered_at.is_(None), ob.failed.is_(False)
+                )
+            )
+            await conn.execute(delete(t.results).where(rs.id.in_(chunk)))
+        if retract:
+            await conn.execute(
+                self._insert(t.outbox).on_conflict_do_nothing(),
+                [
+                    {
+                        "sink": sink,
+                        "kind": "retract",
+                        "ref": ref,
+                        "digest": "-",
+                        "payload": orjson.dumps(
+                            {"result_id": ref, "thread_key": key, "merged_into": into, **about[ref]}
+                        ),
+                        "created_at": now,
+                        "next_attempt_at": due,
+                    }
+                    for (sink, ref), due in sorted(retract.items())
+                ],
+            )
+        rv = t.review_items.c
+        versions = (await conn.execute(select(rv.thread_version).where(rv.thread_key == key))).scalars()
+        refs = [f"{key}@{v}" for v in versions]
+        await conn.execute(
+            update(t.review_items)
+            .where(rv.thread_key == key, rv.status.in_(("open", "forwarded")))
+            .values(status="superseded", resolved_at=now, resolution=f"merged into {into}")
+        )
+        for chunk in _chunks(refs):
+            await conn.execute(
+                delete(t.outbox).where(
+                    ob.kind == "review", ob.ref.in_(chunk), ob.delivered_at.is_(None), ob.failed.is_(False)
+                )
+            )
 
     async def get_source_state(self, name: str) -> str | None:
         async with self.engine.connect() as conn:
@@ -508,6 +604,12 @@ class SqlStore:
     async def thread_keys(self) -> list[str]:
         async with self.engine.connect() as conn:
             return list((await conn.execute(select(t.threads.c.key).order_by(t.threads.c.key))).scalars())
+
+    async def thread_of_trace(self, trace_id: str) -> str | None:
+        """The key of the thread a stored trace belongs to (None for an unknown trace)."""
+        async with self.engine.connect() as conn:
+            query = select(t.traces.c.thread_key).where(t.traces.c.trace_id == trace_id)
+            return (await conn.execute(query)).scalar_one_or_none()
 
     async def thread_states(self) -> list[dict[str, Any]]:
         async with self.engine.connect() as conn:

@@ -91,6 +91,7 @@ class ThreadStats(MetricBase):
     version = VERSION
     tier = "deterministic"
     scopes = ("thread",)
+    needs_answer = False
     default_threshold = None
     description = "Raw thread numbers (turns, messages, tool calls and errors, latency, tokens, abandonment)."
 

@@ -88,6 +88,7 @@ class UserFriction(MetricBase):
     version = VERSION
     tier = "deterministic"
     scopes = ("turn", "thread")
+    needs_answer = False
     default_threshold = DEFAULT_THRESHOLD
     description = "User turns that repeat an earlier request, show frustration, ask for a human or shout."
 

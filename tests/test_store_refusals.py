@@ -1,0 +1,148 @@
+"""A request the store can never write must not be answered 503 for ever (issue 14, item 1).
+
+Each repro of the review, on SQLite and PostgreSQL: a legal time past 2**63, the same span twice in
+one request, NUL in a conversation id. The span at fault is rejected in `partial_success` (or fixed),
+the innocent conversation in the same request is stored, and a resend gets the same answer. Data the
+store refuses that decode could not foresee is isolated by `store_isolating`; only a store that is
+down is a 503.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from starlette.applications import Starlette
+
+from connectors.otlp.receiver import OtlpReceiver
+from tests.conftest import BACKENDS
+from tests.otlp_payloads import genai_turn_spans, trace_request
+from tracing_eval.config import ReceiverSettings
+from tracing_eval.ingest import store_isolating
+from tracing_eval.model import Span, SpanEvent
+from tracing_eval.store.base import IngestBatch, IngestRefused
+from tracing_eval.store.sql import SqlStore, refused_by_data
+
+pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+PB = {"content-type": "application/x-protobuf"}
+
+
+def client(receiver: OtlpReceiver) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=Starlette(routes=receiver.routes())), base_url="http://receiver"
+    )
+
+
+def request_with(conversation: str, mutate: Any) -> bytes:
+    """An innocent conversation and a second one whose spans `mutate` changes, in one request."""
+    req = trace_request(genai_turn_spans("innocent", "Where is my order?", "It ships tomorrow."))
+    other = trace_request(genai_turn_spans(conversation, "Hello?", "Hi."))
+    mutate(other.resource_spans[0].scope_spans[0].spans)
+    req.resource_spans.extend(other.resource_spans)
+    return req.SerializeToString()
+
+
+def partial(r: httpx.Response) -> tuple[int, str]:
+    resp = ExportTraceServiceResponse()
+    resp.ParseFromString(r.content)
+    return resp.partial_success.rejected_spans, resp.partial_success.error_message
+
+
+async def post_twice(store: SqlStore, body: bytes) -> list[httpx.Response]:
+    """The request, and the exporter's resend of it: both must get the same final answer."""
+    async with client(OtlpReceiver(store, ReceiverSettings())) as c:
+        return [await c.post("/v1/traces", content=body, headers=PB) for _ in range(2)]
+
+
+@pytest.mark.parametrize("time_ns", [2**63, 2**64 - 1])
+async def test_a_time_past_2_63_rejects_that_span_and_stores_the_rest(store: SqlStore, time_ns: int) -> None:
+    def late(spans: Any) -> None:
+        spans[0].start_time_unix_nano = time_ns
+
+    for r in await post_twice(store, request_with("late", late)):
+        assert r.status_code == 200, r.text
+        rejected, message = partial(r)
+        assert rejected == 1 and f"startTimeUnixNano {time_ns} is out of range" in message
+    assert await store.thread_keys() == ["otlp:innocent", "otlp:late"]
+    [innocent] = await store.load_traces("otlp:innocent")
+    assert len(innocent) == 2
+    [late_trace] = await store.load_traces("otlp:late")
+    assert len(late_trace) == 1  # the chat span; the root at 2**63 was rejected
+
+
+async def test_the_same_span_twice_in_one_request_is_stored_once_with_the_last_copy(store: SqlStore) -> None:
+    def twice(spans: Any) -> None:
+        again = type(spans[0])()
+        again.CopyFrom(spans[0])
+        again.name = "the second copy"
+        spans.append(again)
+
+    for r in await post_twice(store, request_with("twice", twice)):
+        assert r.status_code == 200 and partial(r) == (0, "")
+    [trace] = await store.load_traces("otlp:twice")
+    assert len(trace) == 2 and "the second copy" in {s.name for s in trace}
+    assert len((await store.load_traces("otlp:innocent"))[0]) == 2
+
+
+async def test_nul_in_a_conversation_id_is_dropped_and_everything_is_stored(store: SqlStore) -> None:
+    def nul(spans: Any) -> None:
+        for s in spans:
+            for kv in s.attributes:
+                if kv.key == "gen_ai.conversation.id":
+                    kv.value.string_value = "with\0nul"
+
+    for r in await post_twice(store, request_with("unused", nul)):
+        assert r.status_code == 200 and partial(r) == (0, "")
+    assert await store.thread_keys() == ["otlp:innocent", "otlp:withnul"]
+
+
+def span(trace: str, sid: str, **kw: Any) -> Span:
+    return Span(trace_id=trace.ljust(32, "0"), span_id=sid.ljust(16, "0"), name=f"span {sid}", **kw)
+
+
+async def test_the_store_refusing_data_is_classified_and_isolated_to_the_spans_at_fault(store: SqlStore) -> None:
+    """Past decode's checks (a source other than the receiver, or a value decode does not know): the
+    database refuses the batch, `store_isolating` halves it until the bad spans are found, and stores
+    everything else in the batch, events included."""
+    bad = [span("b1", "1", start_ns=2**63), span("b2", "2", start_ns=2**64 - 1)]
+    good = [span(f"a{i}", str(i)) for i in range(10)]
+    event = SpanEvent(name="gen_ai.client.inference.operation.details", time_ns=5)
+    batch = IngestBatch(
+        spans=good[:5] + bad[:1] + good[5:] + bad[1:],
+        events=[(good[0].trace_id, good[0].span_id, event)],
+        conversations={s.trace_id: f"conv-{s.trace_id[:2]}" for s in good + bad},
+    )
+    with pytest.raises(IngestRefused) as refused:
+        await store.ingest(batch, 1.0)
+    assert "SELECT" not in refused.value.detail and "INSERT" not in refused.value.detail  # no SQL, no data
+    out = await store_isolating(store, batch, 1.0)
+    assert (out.stats.spans, out.stats.events, out.refused_spans, out.refused_events) == (10, 1, 2, 0)
+    assert len(out.errors) == 2 and all("the store refused it" in e for e in out.errors)
+    assert {e.split("(")[1].split("/")[0] for e in out.errors} == {bad[0].trace_id, bad[1].trace_id}
+    assert sorted(await store.thread_keys()) == sorted(f"otlp:conv-{s.trace_id[:2]}" for s in good)
+    [first] = await store.load_traces(f"otlp:conv-{good[0].trace_id[:2]}")
+    assert [e.name for e in first[0].events] == [event.name]
+
+
+async def test_source_progress_is_written_after_an_isolated_batch(store: SqlStore) -> None:
+    batch = IngestBatch(spans=[span("a", "1"), span("b", "2", start_ns=2**63)], source_state={"otlp-file:/x": "1234"})
+    out = await store_isolating(store, batch, 1.0)
+    assert (out.stats.spans, out.refused_spans) == (1, 1)
+    assert await store.get_source_state("otlp-file:/x") == "1234"
+
+
+async def test_a_store_that_is_down_is_not_mistaken_for_bad_data(store: SqlStore) -> None:
+    """No database to write to is transient (503 + Retry-After upstream), never a rejection of the data."""
+    down = store.url.replace("store.db", "no-such-folder/store.db").replace("127.0.0.1:5432", "127.0.0.1:1")
+    broken = SqlStore(down)
+    with pytest.raises(Exception) as exc:
+        await broken.ingest(IngestBatch(spans=[span("a", "1")]), 1.0)
+    await broken.close()
+    assert not isinstance(exc.value, IngestRefused) and refused_by_data(exc.value) is None
+
+
+async def test_sql_parameters_never_reach_error_messages(store: SqlStore) -> None:
+    """Span data and conversation ids stay out of logged store errors (PostgreSQL printed them)."""
+    assert store.engine.sync_engine.hide_parameters is True
