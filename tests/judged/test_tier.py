@@ -93,7 +93,7 @@ async def test_a_broken_part_is_reasked_once_and_the_others_keep_their_answers()
     assert "question 'conversational_flow'" in judge.requests[1].body["messages"][-1]["content"]
     [flow] = results["conversational_flow"]
     assert (flow.status, flow.score) == (Status.ERROR, None)
-    assert "after one corrective re-ask" in flow.reason and "great" in flow.reason
+    assert "malformed answer after one corrective re-ask" in flow.reason and "great" in flow.reason
     for name in ("failure_rate", "completeness", "role_adherence"):
         assert results[name][0].status == Status.OK
 

@@ -101,7 +101,11 @@ async def ask_batch(questions: list[Question[Any]], thread: Thread, ctx: JudgeCo
         if name in parts.good:
             results = await q.finish(parts.good[name], share)
         else:
-            why = f"{parts.errors[name]} (after one corrective re-ask)" if name in parts.errors else str(failure)
+            why = (
+                f"malformed answer after one corrective re-ask: {parts.errors[name]}"
+                if name in parts.errors
+                else str(failure)
+            )
             results = [judge_error(q.spec, JudgeError(why))]
         settled = settle(results, share, rendered, ctx)
         for r in settled:

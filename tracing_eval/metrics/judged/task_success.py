@@ -49,7 +49,7 @@ GOAL_SCHEMA: dict[str, Any] = strict_object({"goal": {"type": "string"}})
 CRITERIA_SCHEMA: dict[str, Any] = strict_object({"criteria": {"type": "array", "items": {"type": "string"}}})
 
 GOAL_INSTRUCTIONS = """\
-TASK: task success, step 1 of 3. State the user's primary goal in this conversation in ONE concise \
+TASK: task success, step 1 of 3: state the user's primary goal in this conversation in ONE concise \
 sentence: what the user wanted to achieve, not what the assistant did.
 Answer in JSON: goal."""
 
