@@ -9,6 +9,9 @@ same N threads (tau-bench airline, gpt-4o) it then runs, one after another:
 - `ours` : tracing-eval's default judged pack through `evaluate_all`, judge `max_concurrency` = C, C threads
   at a time (as `tracing-eval eval FILE` does);
 - `ours-serial` : the same, one thread at a time (as a worker tick evaluates its claimed threads);
+- `ours-unbatched` : the default pack with `judge.batch_thread_metrics` off (one call per thread metric);
+- `ours-article` : the article's five metrics (completeness, knowledge retention, role adherence, turn
+  relevancy, conversational flow), the ones the DeepEval run uses;
 - `deepeval` : DeepEval's equivalent conversational metrics, `AsyncConfig(max_concurrent=C)`;
 - `eval_lib` : eval_lib's equivalent agent metrics through `evaluate_conversations` (no concurrency setting).
 
@@ -20,6 +23,7 @@ fraction of the limit C/L.
     .venv/bin/python bench/judge.py                                    # N=50, L=0.2 s, C=8 (about 4 min)
     .venv/bin/python bench/judge.py --threads 20 --latency 0.1 --concurrency 16 --clients ours,deepeval
     .venv/bin/python bench/judge.py --bodies                           # also keep every request and answer
+    .venv/bin/python bench/judge.py --dataset synthetic:120 --threads 1   # one synthetic 120-turn thread
 
 Network: only loopback, plus PyPI for the first install of the peers' venvs.
 """
@@ -41,6 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, REPO, machine, table, write_json  # noqa: E402
 from judge_server import O200K_FILE  # noqa: E402
+from synthetic_threads import synthetic_thread  # noqa: E402
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 BENCH = REPO / "bench"
@@ -66,8 +71,14 @@ PEER_VENVS = {
     "deepeval": Venv("deepeval", ("deepeval==4.3.1",)),
     "eval_lib": Venv("eval_lib", ("eval-ai-library==0.8.2",)),
 }
-CLIENTS = ("bare", "ours", "ours-serial", "deepeval", "eval_lib")
-COST_CLIENTS = ("ours", "deepeval", "eval_lib")
+CLIENTS = ("bare", "ours", "ours-serial", "ours-unbatched", "ours-article", "deepeval", "eval_lib")
+COST_CLIENTS = ("ours", "ours-unbatched", "ours-article", "deepeval", "eval_lib")
+OURS_OPTIONS = {
+    "ours": [],
+    "ours-serial": ["--threads-in-flight", "1"],
+    "ours-unbatched": ["--batch", "off"],
+    "ours-article": ["--pack", "article"],
+}
 TRANSPORT = {"deepeval": "openai", "eval_lib": "litellm"}  # what each peer calls the judge with
 
 #: Which metric each kind of request belongs to (kinds come from `judge_answers.answer`).
@@ -229,7 +240,7 @@ def peer_threads(dataset: Path, limit: int) -> list[dict[str, Any]]:
 def reading(dataset: Path, limit: int, server: Server) -> dict[str, float]:
     """Mean tokens per thread of what the judges read: tracing-eval's transcript (and how much of it is the
     system prompt and the tool calls with their results) and the peers' user/assistant text."""
-    from tracing_eval.metrics.judged.transcript import render_transcript
+    from tracing_eval.metrics.judged.transcript import render_thread
     from tracing_eval.transcripts import thread_from_json_line
 
     full, no_system, no_tools, text_only = [], [], [], []
@@ -249,9 +260,9 @@ def reading(dataset: Path, limit: int, server: Server) -> dict[str, float]:
                 ]
             }
         )
-        full.append(render_transcript(thread))
-        no_system.append(render_transcript(thread.model_copy(update={"system_prompt": None})))
-        no_tools.append(render_transcript(bare))
+        full.append(render_thread(thread).text)
+        no_system.append(render_thread(thread.model_copy(update={"system_prompt": None})).text)
+        no_tools.append(render_thread(bare).text)
         text_only.append(
             "\n".join(m.content for t in thread.turns for m in t.messages if m.role in ("user", "assistant"))
         )
@@ -264,6 +275,17 @@ def reading(dataset: Path, limit: int, server: Server) -> dict[str, float]:
         "tool_calls_and_results": round(mean[0] - mean[2]),
         "user_assistant_text": round(mean[3]),
     }
+
+
+def dataset_file(name: str) -> Path:
+    """The dataset path; `synthetic:N` writes one synthetic thread of N turns first."""
+    if not name.startswith("synthetic:"):
+        return Path(name)
+    turns = int(name.split(":", 1)[1])
+    path = WORK / f"synthetic-{turns}.jsonl"
+    WORK.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(synthetic_thread(turns)) + "\n")
+    return path
 
 
 # -- clients --------------------------------------------------------------------------------------
@@ -279,6 +301,9 @@ def client_command(
             "DEEPEVAL_TELEMETRY_OPT_OUT": "1",
             "DEEPEVAL_NO_INSPECT_PROMPT": "1",
             "DEEPEVAL_GRPC_LOGGING": "0",
+            # DeepEval cancels a metric after its own per-task timeout; on a busy machine KnowledgeRetention's
+            # long chain of calls hits it, which would lose calls from the count
+            "DEEPEVAL_PER_TASK_TIMEOUT_SECONDS_OVERRIDE": "1800",
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "NO_COLOR": "1",
         }
@@ -287,20 +312,9 @@ def client_command(
     if name == "bare":
         cmd = [sys.executable, str(BENCH / "judge_ours.py"), str(args.dataset), "--bare-calls", str(args.bare_calls)]
         cmd += ["--concurrency", str(args.concurrency), "--model", MODEL]
-    elif name in ("ours", "ours-serial"):
-        cmd = [
-            sys.executable,
-            str(BENCH / "judge_ours.py"),
-            str(args.dataset),
-            "--limit",
-            str(args.threads),
-            "--concurrency",
-            str(args.concurrency),
-            "--threads-in-flight",
-            "1" if name == "ours-serial" else "0",
-            "--model",
-            MODEL,
-        ]
+    elif name in OURS_OPTIONS:
+        cmd = [sys.executable, str(BENCH / "judge_ours.py"), str(args.dataset), "--limit", str(args.threads)]
+        cmd += ["--concurrency", str(args.concurrency), "--model", MODEL, *OURS_OPTIONS[name]]
     elif name == "deepeval":
         cmd = [str(PEER_VENVS[name].python), str(BENCH / "judge_deepeval.py"), str(threads_file)]
         cmd += ["--concurrency", str(args.concurrency), "--model", MODEL]
@@ -335,7 +349,8 @@ def run_client(name: str, args: argparse.Namespace, server: Server, threads_file
 
 def metric_of(client: str, kind: str) -> str:
     if client.startswith("ours"):
-        return kind.removeprefix("schema:")
+        kind = kind.removeprefix("schema:")
+        return "thread metrics, batched" if kind == "thread_metrics" else kind
     for metric, needles in PEER_METRICS.get(client, []):
         if any(n in kind for n in needles):
             return metric
@@ -349,9 +364,20 @@ def figures(name: str, run: dict[str, Any], served: dict[str, Any], args: argpar
     wall = run.get("wall_seconds") or float("nan")
     per_metric: dict[str, dict[str, float]] = {}
     for kind, k in served.get("by_kind", {}).items():
-        m = per_metric.setdefault(metric_of(name, kind), {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        m = per_metric.setdefault(
+            metric_of(name, kind),
+            {
+                "calls": 0,
+                "input_tokens": 0,
+                "cacheable_schema_first": 0,
+                "cacheable_messages_only": 0,
+                "output_tokens": 0,
+            },
+        )
         m["calls"] += k["calls"]
         m["input_tokens"] += k["input_tokens"] + k["schema_tokens"]
+        m["cacheable_schema_first"] += k["cacheable_schema_first"]
+        m["cacheable_messages_only"] += k["cacheable_messages_only"]
         m["output_tokens"] += k["output_tokens"]
     return {
         "calls": calls,
@@ -374,10 +400,13 @@ def figures(name: str, run: dict[str, Any], served: dict[str, Any], args: argpar
     }
 
 
+def usd(input_tokens: float, output_tokens: float, cached: float = 0) -> float:
+    """USD at `PRICES`, with `cached` of the input tokens at the cached-input price."""
+    return ((input_tokens - cached) * PRICES[0] + cached * PRICES[1] + output_tokens * PRICES[2]) / 1e6
+
+
 def usd_per_1000_threads(f: dict[str, Any], cached: int = 0) -> float:
-    fresh = f["input_tokens_per_thread"] - cached
-    per_thread = fresh * PRICES[0] + cached * PRICES[1] + f["output_tokens_per_thread"] * PRICES[2]
-    return per_thread * 1000 / 1e6
+    return 1000 * usd(f["input_tokens_per_thread"], f["output_tokens_per_thread"], cached)
 
 
 def problems(name: str, run: dict[str, Any], http_errors: int = 0) -> str:
@@ -487,13 +516,32 @@ def report(
         if not f or name not in COST_CLIENTS:
             continue
         lines += ["", f"{name}, per metric and thread:"]
+        rows = []
+        for m, d in f["per_metric_per_thread"].items():
+            cost = usd(d["input_tokens"], d["output_tokens"], d["cacheable_schema_first"])
+            rows.append(
+                [
+                    m,
+                    d["calls"],
+                    f"{d['input_tokens']:,.0f}",
+                    f"{d['cacheable_schema_first']:,.0f}",
+                    f"{d['cacheable_messages_only']:,.0f}",
+                    f"{d['output_tokens']:,.0f}",
+                    f"{1000 * usd(d['input_tokens'], d['output_tokens']):.3f} / {1000 * cost:.3f}",
+                ]
+            )
         lines.append(
             table(
-                ["metric", "calls", "input tokens", "output tokens"],
                 [
-                    [m, d["calls"], f"{d['input_tokens']:,.0f}", f"{d['output_tokens']:,.0f}"]
-                    for m, d in f["per_metric_per_thread"].items()
+                    "metric",
+                    "calls",
+                    "input tokens",
+                    "cacheable, schema first",
+                    "cacheable, messages only",
+                    "output tokens",
+                    "USD per 1000 threads (no cache / schema-first cache)",
                 ],
+                rows,
             )
         )
     return "\n".join(lines)
@@ -505,7 +553,9 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.2, help="L: seconds per judge call")
     ap.add_argument("--concurrency", type=int, default=8, help="C: judge concurrency cap")
     ap.add_argument("--bare-calls", type=int, default=400, help="calls of the bare-client ceiling run")
-    ap.add_argument("--dataset", type=Path, default=DATASETS / "tau_airline_gpt4o.jsonl")
+    ap.add_argument(
+        "--dataset", default=str(DATASETS / "tau_airline_gpt4o.jsonl"), help="a JSON-lines file, or synthetic:TURNS"
+    )
     ap.add_argument("--clients", default=",".join(CLIENTS), help=f"comma-separated subset of {', '.join(CLIENTS)}")
     ap.add_argument("--no-install", action="store_true", help="fail instead of creating the peers' venvs")
     ap.add_argument("--bodies", action="store_true", help="keep every request and answer in bench/out/judge/bodies")
@@ -517,6 +567,7 @@ def main() -> None:
         ap.error(f"unknown client(s): {', '.join(sorted(unknown))}")
 
     WORK.mkdir(parents=True, exist_ok=True)
+    args.dataset = dataset_file(args.dataset)
     versions: dict[str, str] = {}
     server_python = ensure_venv(SERVER_VENV, not args.no_install)
     available: list[str] = []

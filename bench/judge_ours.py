@@ -27,6 +27,9 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+#: The article's five metrics (seed 004), as the DeepEval side of the benchmark runs them.
+ARTICLE_PACK = ["completeness", "knowledge_retention", "role_adherence", "turn_relevancy", "conversational_flow"]
+
 
 async def run(args: argparse.Namespace) -> dict:
     from tracing_eval.config import DETERMINISTIC_PACK, JUDGED_PACK, JudgeSettings, Settings
@@ -43,9 +46,11 @@ async def run(args: argparse.Namespace) -> dict:
         api_key="bench",
         max_concurrency=args.concurrency,
         cache=False,
+        batch_thread_metrics=args.batch == "on",
     )
     settings = Settings(judge=judge_settings)
-    metrics = build_metrics(settings, [*DETERMINISTIC_PACK, *JUDGED_PACK])
+    pack = ARTICLE_PACK if args.pack == "article" else JUDGED_PACK
+    metrics = build_metrics(settings, [*DETERMINISTIC_PACK, *pack])
     client = JudgeClient(settings.judge)
     gate = asyncio.Semaphore(args.threads_in_flight or args.concurrency)
 
@@ -74,7 +79,8 @@ async def run(args: argparse.Namespace) -> dict:
         "threads": len(threads),
         "threads_in_flight": args.threads_in_flight or args.concurrency,
         "judged_metrics": [m.spec.name for m in metrics.judged],
-        "judged_pack_missing": [n for n in JUDGED_PACK if n not in judged],
+        "judged_pack_missing": [n for n in pack if n not in judged],
+        "batch_thread_metrics": settings.judge.batch_thread_metrics,
         "wall_seconds": wall,
         "cpu_seconds": cpu,
         "usage": {
@@ -98,13 +104,14 @@ async def bare(args: argparse.Namespace) -> dict:
     import openai
 
     from tracing_eval.judge import build_messages, response_format
-    from tracing_eval.metrics.judged import completeness
     from tracing_eval.metrics.judged.base import JudgeRequest
-    from tracing_eval.metrics.judged.transcript import render_transcript
+    from tracing_eval.metrics.judged.completeness import INSTRUCTIONS, schema
+    from tracing_eval.metrics.judged.transcript import render_thread
     from tracing_eval.transcripts import thread_from_json_line
 
     thread = thread_from_json_line(args.dataset.read_bytes().splitlines()[0], 1)
-    request = JudgeRequest("completeness", render_transcript(thread), completeness.INSTRUCTIONS, completeness.SCHEMA)
+    numbers = {m.position for m in thread.messages}
+    request = JudgeRequest("completeness", render_thread(thread).text, INSTRUCTIONS, schema(numbers))
     messages, fmt = build_messages(request, "json_schema"), response_format(request, "json_schema")
     client = openai.AsyncOpenAI(base_url=args.base_url, api_key="bench", max_retries=0)
     gate = asyncio.Semaphore(args.concurrency)
@@ -134,6 +141,8 @@ def main() -> None:
     ap.add_argument("--model", default="gpt-4o-mini")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--threads-in-flight", type=int, default=0, help="threads evaluated at once (0: = concurrency)")
+    ap.add_argument("--pack", choices=("default", "article"), default="default", help="judged metrics to run")
+    ap.add_argument("--batch", choices=("on", "off"), default="on", help="judge.batch_thread_metrics")
     ap.add_argument("--bare-calls", type=int, default=0, help="only send this many plain calls (the ceiling)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--core", type=int)

@@ -45,9 +45,12 @@ def test_eval_with_a_judge_scores_every_judged_metric_and_isolates_a_broken_one(
         assert name in failed["metrics"], name
     flow = failed["metrics"]["conversational_flow"]
     assert flow["status"] == "error" and "judge failed" in flow["reason"] and flow["score"] is None
-    for name in ("task_success", "failure_rate", "completeness", "knowledge_retention", "role_adherence"):
+    for name in ("task_success", "failure_rate", "completeness", "role_adherence"):
         m = failed["metrics"][name]
         assert m["status"] == "ok" and 0.0 <= m["score"] <= 1.0 and m["reason"], (name, m)
+    # the schema judge names no fact-dependent reply, so retention has nothing to score
+    retention = failed["metrics"]["knowledge_retention"]
+    assert retention["status"] == "not_applicable" and "depends on a fact" in retention["reason"]
     assert failed["metrics"]["task_success"]["evidence"]["task_description_source"] == "llm_inferred"
     # per-turn judged results sit on the turns: relevancy on every turn, error handling on the failed one
     assert all("turn_relevancy" in t["metrics"] for t in failed["turns"])
@@ -55,15 +58,19 @@ def test_eval_with_a_judge_scores_every_judged_metric_and_isolates_a_broken_one(
     # the deterministic tier still ran; a clean thread's judged repetition was skipped, not judged
     assert failed["metrics"]["tool_errors"]["passed"] is False
     assert records["support-order-status"]["metrics"]["repetitive_pattern"]["status"] == "skipped"
-    # the broken metric was asked twice (answer + corrective re-ask) per thread, never defaulted
+    # the thread metrics were asked in one batched call; the broken part was asked twice (answer +
+    # corrective re-ask) per thread, never defaulted, and the other parts kept their answers
     flow_calls = [
         r
         for r in judge_env.requests
-        if (r.body or {}).get("response_format", {}).get("json_schema", {}).get("name") == "conversational_flow"
+        if "conversational_flow"
+        in (r.body or {}).get("response_format", {}).get("json_schema", {}).get("schema", {}).get("properties", {})
     ]
     assert len(flow_calls) == 2 * sum(
         1 for r in records.values() if r["metrics"]["conversational_flow"]["status"] == "error"
     )
+    assert all(r.body["response_format"]["json_schema"]["name"] == "thread_metrics" for r in flow_calls)
+    assert failed["metrics"]["failure_rate"]["evidence"]["batched_with"]
 
 
 def test_eval_without_a_judge_says_the_judge_tier_was_skipped(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -261,6 +261,41 @@ class JudgeSettings(_Section):
     output_price_per_mtok: float = Field(0.0, ge=0, description="USD per million output tokens.")
     max_tokens_per_thread: int | None = Field(None, gt=0, description="Token budget of one thread evaluation.")
     max_tokens_per_hour: int | None = Field(None, gt=0, description="Token budget per hour for the whole worker.")
+    context_tokens: int = Field(
+        128_000,
+        ge=4_096,
+        description="Context window of the judge model in tokens (input and answer); a request that would not fit "
+        "is not sent, and the metric says so.",
+    )
+    max_transcript_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="Token budget of the transcript in one request; default: context_tokens minus 32,000, at least "
+        "half of it (96,000 for 128k). Over it, long contents keep head and tail and middle turns are left out, "
+        "always with a marker the judge reads as unknown.",
+    )
+    batch_thread_metrics: bool = Field(
+        True,
+        description="Ask the thread metrics that read the same transcript in one call: one request and one answer "
+        "with a part per metric (about half the input tokens of one call each).",
+    )
+
+    @field_validator("max_transcript_tokens")
+    @classmethod
+    def _below_context(cls, v: int | None, info: Any) -> int | None:
+        context = info.data.get("context_tokens")
+        if v is not None and context is not None and v >= context:
+            raise ValueError(
+                f"must be below judge.context_tokens ({context}), to leave room for instructions and answer"
+            )
+        return v
+
+    @property
+    def transcript_budget(self) -> int:
+        """Tokens one transcript may take: `max_transcript_tokens`, else the default from the context."""
+        if self.max_transcript_tokens is not None:
+            return self.max_transcript_tokens
+        return max(self.context_tokens // 2, self.context_tokens - 32_000)
 
     def resolved_api_key(self) -> str | None:
         return self.api_key.get_secret_value() if self.api_key else os.environ.get("OPENAI_API_KEY") or None

@@ -6,15 +6,14 @@ thread's other metrics still score.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from tracing_eval.metrics.base import Metric, MetricSpec
 from tracing_eval.metrics.catalogue import MetricSet
-from tracing_eval.metrics.judged.base import Judge, JudgeContext, JudgedMetric, judge_error
-from tracing_eval.metrics.judged.transcript import render_transcript
+from tracing_eval.metrics.judged.base import Judge, JudgedMetric
+from tracing_eval.metrics.judged.tier import evaluate_judged
 from tracing_eval.model import MetricResult, Scope, Status, Thread, Unreadable, not_applicable
 
 #: Thread metadata keys that are metric options (e.g. from the `eval` input line).
@@ -106,25 +105,25 @@ async def evaluate_all(
     judged_metrics = [m for m in metrics.judged if not turns_only or "turn" in m.spec.scopes]
     if judge is None or not judged_metrics or not thread.turns:
         return deterministic
-    transcript = render_transcript(thread)
-
-    async def run(metric: JudgedMetric) -> list[MetricResult]:
-        if _unanswerable(metric.spec, thread):  # every result would be not_applicable: spare the judge
-            placeholder = MetricResult(metric=metric.spec.name, metric_version=metric.spec.version, scope=Scope.THREAD)
-            return unknown_answers(metric.spec, thread, [placeholder])
-        started = time.perf_counter()
-        ctx = JudgeContext(
-            judge=judge,
-            transcript=transcript,
-            deterministic=deterministic,
-            options=metric_options(metric.spec.name, metrics.options, thread),
-            reuse=reuse or {},
-        )
-        try:
-            results = unknown_answers(metric.spec, thread, await metric.evaluate(thread, ctx))
-        except Exception as exc:  # the metric's own handling missed it: still one clear error
-            results = [judge_error(metric.spec, exc)]
-        return _timed(results, started)
-
-    judged = await asyncio.gather(*(run(m) for m in judged_metrics))
-    return deterministic + [r for rs in judged for r in rs]
+    placeholders: dict[str, list[MetricResult]] = {}
+    for m in judged_metrics:
+        if _unanswerable(m.spec, thread):  # every result would be not_applicable: spare the judge
+            placeholder = MetricResult(metric=m.spec.name, metric_version=m.spec.version, scope=Scope.THREAD)
+            placeholders[m.spec.name] = unknown_answers(m.spec, thread, [placeholder])
+    asked = [m for m in judged_metrics if m.spec.name not in placeholders]
+    judged = await evaluate_judged(
+        thread,
+        asked,
+        judge,
+        deterministic,
+        lambda name: metric_options(name, metrics.options, thread),
+        reuse,
+    )
+    by_metric: dict[str, list[MetricResult]] = {}
+    for r in judged:
+        by_metric.setdefault(r.metric, []).append(r)
+    out = list(deterministic)
+    for m in judged_metrics:
+        name = m.spec.name
+        out += placeholders.get(name) or unknown_answers(m.spec, thread, by_metric.get(name, []))
+    return out

@@ -6,6 +6,7 @@ Every message keeps its 0-based position in the input array, so evidence can poi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -79,28 +80,38 @@ def message_from_openai(raw: dict[str, Any], position: int) -> Message:
     )
 
 
-def link_tool_results(messages: list[Message]) -> None:
-    """Copy each tool message's content onto the open tool call it answers, marking errors.
+def tool_result_messages(messages: Iterable[Message]) -> dict[int, Message]:
+    """The tool message that answers each tool call, by `id(call)`.
 
     A result answers the earliest open call with its `tool_call_id` (ids can repeat in long
     transcripts), or the earliest open call when it names none.
     """
+    answered: dict[int, Message] = {}
     open_calls: list[ToolCall] = []
     for m in messages:
         if m.role == "assistant":
             open_calls += m.tool_calls
-            continue
-        if m.role != "tool" or not open_calls:
-            continue
-        call = next((tc for tc in open_calls if m.tool_call_id and tc.id == m.tool_call_id), None) or (
-            None if m.tool_call_id and any(tc.id for tc in open_calls) else open_calls[0]
-        )
-        if call is None:
-            continue
-        open_calls.remove(call)
-        call.result = m.content
-        if call.error is None and looks_like_tool_error(m.content):
-            call.error = m.content[:500]
+        elif m.role == "tool" and open_calls:
+            call = next((c for c in open_calls if m.tool_call_id and c.id == m.tool_call_id), None)
+            if call is None and not (m.tool_call_id and any(c.id for c in open_calls)):
+                call = open_calls[0]
+            if call is not None:
+                open_calls.remove(call)
+                answered[id(call)] = m
+    return answered
+
+
+def link_tool_results(messages: list[Message]) -> None:
+    """Copy each tool message's content onto the tool call it answers, marking errors."""
+    answered = tool_result_messages(messages)
+    for m in messages:
+        for call in m.tool_calls:
+            result = answered.get(id(call))
+            if result is None:
+                continue
+            call.result = result.content
+            if call.error is None and looks_like_tool_error(result.content):
+                call.error = result.content[:500]
 
 
 def thread_from_messages(

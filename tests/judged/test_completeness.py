@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems
+from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.completeness import NAME, Completeness
 from tracing_eval.model import MetricResult, Scope, Status
 
@@ -17,7 +17,7 @@ THREAD = chat(
 
 
 def intention(status: str, *messages: int, text: str = "something") -> dict[str, Any]:
-    return {"intention": text, "status": status, "messages": list(messages), "reason": f"{status} because"}
+    return {"intention": text, "messages": list(messages), "reason": f"{status} because", "status": status}
 
 
 def answer(*intentions: dict[str, Any], reason: str = "overall") -> dict[str, Any]:
@@ -34,7 +34,7 @@ async def run(*answers: Any) -> tuple[MetricResult, ScriptedJudge]:
 async def test_prompt_lists_the_statuses_after_the_shared_transcript() -> None:
     _, judge = await run(answer())
     [request] = judge.requests
-    assert request.transcript.startswith("CONVERSATION (2 turns")
+    assert request.transcript is not None and request.transcript.startswith("CONVERSATION:\n--- turn 0")
     for status in ("fulfilled", "withdrawn", "unfulfilled"):
         assert f"- {status}:" in request.instructions
     assert "[0]" not in request.instructions  # instructions only; the transcript is the prefix
@@ -43,7 +43,13 @@ async def test_prompt_lists_the_statuses_after_the_shared_transcript() -> None:
         "withdrawn",
         "unfulfilled",
     ]
-    assert strict_schema_problems(request.schema) == []
+    assert request.schema["properties"]["intentions"]["items"]["properties"]["messages"]["items"]["enum"] == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    assert strict_schema_problems(request.schema) == [] and verdict_last(request.schema)
 
 
 async def test_withdrawn_intentions_do_not_count() -> None:
@@ -60,9 +66,9 @@ async def test_withdrawn_intentions_do_not_count() -> None:
     assert (result.evidence["fulfilled"], result.evidence["withdrawn"], result.evidence["unfulfilled"]) == (2, 1, 0)
     assert result.evidence["intentions"][1] == {
         "intention": "refund",
-        "status": "withdrawn",
         "messages": [0, 2],
         "reason": "withdrawn because",
+        "status": "withdrawn",
     }
 
 
@@ -78,19 +84,14 @@ async def test_nothing_pending_scores_one(intentions: list[dict[str, Any]]) -> N
 
 
 async def test_usage_and_model_are_recorded() -> None:
-    result, _ = await run(answer(intention("fulfilled", 1)))
-    assert (result.judge_model, result.input_tokens, result.output_tokens, result.cost_usd) == (
-        "fake-judge",
-        100,
-        20,
-        0.001,
-    )
+    result, judge = await run(answer(intention("fulfilled", 1)))
+    assert (result.judge_model, (result.input_tokens, result.output_tokens)) == ("fake-judge", judge.billed())
 
 
 async def test_one_malformed_answer_is_reasked() -> None:
     result, judge = await run(answer(intention("maybe", 1)), answer(intention("unfulfilled", 1)))
     assert len(judge.requests) == 2
-    assert (result.status, result.score, result.input_tokens) == (Status.OK, 0.0, 200)
+    assert (result.status, result.score, result.input_tokens) == (Status.OK, 0.0, judge.billed()[0])
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems
+from tests.judged.fakes import ScriptedJudge, chat, judge_context, question_of, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.base import V5_PLUS, JudgedMetric
-from tracing_eval.metrics.judged.conversational_flow import NAME, SCHEMA, ConversationalFlow
+from tracing_eval.metrics.judged.conversational_flow import NAME, ConversationalFlow
 from tracing_eval.model import MetricResult, Status, Thread
 
 THREAD = chat(
@@ -17,8 +17,11 @@ THREAD = chat(
 )
 
 
-def answer(verdict: str, issues: list[str] | None = None, reason: str = "r") -> dict[str, Any]:
-    return {"verdict": verdict, "key_issues": issues or [], "reason": reason}
+ISSUE = {"issue": "skips the seat question", "messages": [3]}
+
+
+def answer(verdict: str, issues: list[dict[str, Any]] | None = None, reason: str = "r") -> dict[str, Any]:
+    return {"key_issues": issues or [], "reason": reason, "verdict": verdict}
 
 
 async def run(thread: Thread, *answers: Any) -> tuple[MetricResult, ScriptedJudge]:
@@ -30,10 +33,12 @@ async def run(thread: Thread, *answers: Any) -> tuple[MetricResult, ScriptedJudg
 
 def test_spec_and_schema() -> None:
     metric = ConversationalFlow()
+    schema = question_of(metric, THREAD).schema
     assert isinstance(metric, JudgedMetric)
     assert (metric.spec.name, metric.spec.tier, metric.spec.threshold) == ("conversational_flow", "judge", 0.7)
-    assert strict_schema_problems(SCHEMA) == []
-    assert SCHEMA["properties"]["verdict"]["enum"] == ["fully", "mostly", "partial", "minor", "none"]
+    assert strict_schema_problems(schema) == [] and verdict_last(schema)
+    assert schema["properties"]["key_issues"]["items"]["properties"]["messages"]["items"]["enum"] == [0, 1, 2, 3]
+    assert schema["properties"]["verdict"]["enum"] == ["fully", "mostly", "partial", "minor", "none"]
 
 
 def test_weights_follow_the_seed() -> None:
@@ -42,20 +47,23 @@ def test_weights_follow_the_seed() -> None:
 
 @pytest.mark.parametrize(("label", "weight"), list(V5_PLUS.items()))
 async def test_every_label_scores_its_weight(label: str, weight: float) -> None:
-    result, _ = await run(THREAD, answer(label, ["[3] skips the seat question"], "smooth"))
+    result, _ = await run(THREAD, answer(label, [ISSUE], "smooth"))
     assert (result.status, result.label, result.score, result.passed) == (Status.OK, label, weight, weight >= 0.7)
     assert result.reason == "smooth"
-    assert result.evidence == {"verdict": label, "key_issues": ["[3] skips the seat question"]}
+    assert result.evidence == {"verdict": label, "key_issues": [ISSUE]}
 
 
-async def test_prompt_has_every_label_and_the_rules() -> None:
+async def test_prompt_has_every_label_the_rules_and_the_seed_examples() -> None:
     _, judge = await run(THREAD, answer("fully"))
     [request] = judge.requests
-    assert request.schema == SCHEMA and request.transcript.startswith("CONVERSATION (2 turns")
+    assert request.schema == question_of(ConversationalFlow(), THREAD).schema
+    assert request.transcript is not None and request.transcript.startswith("CONVERSATION:\n--- turn 0")
     for label in V5_PLUS:
         assert f"- {label}:" in request.instructions
     for rule in ("as a whole", "one badly broken turn pulls the verdict down", "Later turns weigh more", "verbosity"):
         assert rule in request.instructions
+    for example in ("-> fully", "KeyError", "-> partial", "favourite colour", "-> none"):
+        assert example in request.instructions
 
 
 async def test_single_exchange_is_not_applicable() -> None:
@@ -71,14 +79,9 @@ async def test_unknown_label_is_an_error() -> None:
 
 
 async def test_malformed_then_valid_is_ok_with_summed_usage() -> None:
-    result, _ = await run(THREAD, {"verdict": "fully", "key_issues": [], "reason": 3}, answer("mostly"))
+    result, judge = await run(THREAD, {"key_issues": [], "reason": 3, "verdict": "fully"}, answer("mostly"))
     assert (result.status, result.score) == (Status.OK, 0.9)
-    assert (result.input_tokens, result.output_tokens, result.cost_usd, result.judge_model) == (
-        200,
-        40,
-        0.002,
-        "fake-judge",
-    )
+    assert ((result.input_tokens, result.output_tokens), result.judge_model) == (judge.billed(), "fake-judge")
 
 
 async def test_malformed_twice_is_an_error() -> None:

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems
+from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.config import CriterionSettings
 from tracing_eval.metrics.judged.base import JudgedMetric
 from tracing_eval.metrics.judged.criteria import CriterionMetric, criterion_metric
@@ -44,15 +44,15 @@ def test_factory_builds_a_judged_metric_with_its_own_spec() -> None:
 
 
 async def test_geval_prompt_and_score() -> None:
-    result, judge = await run(geval(), {"score": 8, "reason": "corrected itself at [4]"})
+    result, judge = await run(geval(), {"reason": "corrected itself at [4]", "score": 8})
     [request] = judge.requests
     assert request.metric == "criterion:price_accuracy"
     assert (
-        PRICES in request.instructions
+        f'"{PRICES}"' in request.instructions
         and "0 (not at all)" in request.instructions
         and "10 (fully" in request.instructions
     )
-    assert strict_schema_problems(request.schema) == []
+    assert strict_schema_problems(request.schema) == [] and verdict_last(request.schema)
     assert (result.metric, result.scope, result.score, result.passed, result.label) == (
         "criterion:price_accuracy",
         Scope.THREAD,
@@ -62,7 +62,7 @@ async def test_geval_prompt_and_score() -> None:
     )
     assert result.reason == "corrected itself at [4]"
     assert result.evidence == {"kind": "geval", "raw_score": 8, "definition": PRICES}
-    assert (result.judge_model, result.input_tokens, result.cost_usd) == ("fake-judge", 100, 0.001)
+    assert (result.judge_model, (result.input_tokens, result.output_tokens)) == ("fake-judge", judge.billed())
 
 
 async def test_geval_low_score_fails_and_integral_floats_are_accepted() -> None:

@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems
-from tracing_eval.metrics.judged.base import FR6, JudgedMetric, JudgeError
-from tracing_eval.metrics.judged.failure_rate import NAME, SCHEMA, FailureRate
+from tests.judged.fakes import ScriptedJudge, chat, judge_context, question_of, strict_schema_problems, verdict_last
+from tracing_eval.metrics.judged.base import FR6, JudgedMetric
+from tracing_eval.metrics.judged.failure_rate import NAME, FailureRate
 from tracing_eval.model import MetricResult, Status, Thread
 
 THREAD = chat(
@@ -14,11 +14,11 @@ THREAD = chat(
     "Atlantis is a mythical city, so there is no real population figure. Did you mean a real city?",
     "Then what is the exact depth of the Mariana Trench today?",
     "Measurements vary; recent sonar surveys give about 10,935 m. NOAA's datasets have the current value.",
-)
+)  # messages [0] .. [3]
 
 
-def answer(verdict: str, evidence: list[str] | None = None, reason: str = "r") -> dict[str, Any]:
-    return {"verdict": verdict, "evidence": evidence or [], "reason": reason}
+def answer(verdict: str, evidence: list[dict[str, Any]] | None = None, reason: str = "r") -> dict[str, Any]:
+    return {"evidence": evidence or [], "reason": reason, "verdict": verdict}
 
 
 async def run(thread: Thread, *answers: Any) -> tuple[MetricResult, ScriptedJudge]:
@@ -32,8 +32,11 @@ def test_spec_and_schema() -> None:
     metric = FailureRate()
     assert isinstance(metric, JudgedMetric)
     assert (metric.spec.name, metric.spec.tier, metric.spec.threshold) == ("failure_rate", "judge", 0.7)
-    assert strict_schema_problems(SCHEMA) == []
-    assert set(SCHEMA["properties"]["verdict"]["enum"]) == set(FR6)
+    found = question_of(metric, THREAD).schema
+    assert strict_schema_problems(found) == [] and verdict_last(found)
+    assert list(found["properties"]) == ["evidence", "reason", "verdict"]
+    assert set(found["properties"]["verdict"]["enum"]) == set(FR6)
+    assert found["properties"]["evidence"]["items"]["properties"]["message"]["enum"] == [0, 1, 2, 3]
 
 
 def test_weights_follow_the_seed() -> None:
@@ -49,20 +52,25 @@ def test_weights_follow_the_seed() -> None:
 
 @pytest.mark.parametrize(("label", "weight"), list(FR6.items()))
 async def test_every_label_scores_its_weight(label: str, weight: float) -> None:
-    result, _ = await run(THREAD, answer(f" {label} ", ["[3] points to NOAA"], "because"))
+    quote = [{"message": 3, "quote": "points to NOAA"}]
+    result, _ = await run(THREAD, answer(f" {label} ", quote, "because"))
     assert (result.status, result.label, result.score, result.passed) == (Status.OK, label, weight, weight >= 0.7)
     assert result.reason == "because"
-    assert result.evidence == {"verdict": label, "evidence": ["[3] points to NOAA"]}
+    assert result.evidence == {"verdict": label, "evidence": quote}
 
 
-async def test_prompt_has_every_label_and_the_priority_rule() -> None:
+async def test_prompt_has_the_seed_rubric_examples_and_the_unknown_rule() -> None:
     _, judge = await run(THREAD, answer("alternative_proposed"))
     [request] = judge.requests
-    assert request.schema == SCHEMA and request.transcript.startswith("CONVERSATION (2 turns")
+    assert request.schema == question_of(FailureRate(), THREAD).schema
+    assert request.transcript is not None and request.transcript.startswith("CONVERSATION:\n--- turn 0\n[0] user:")
     for label in FR6:
-        assert f"- {label}:" in request.instructions
+        assert f"- {label}" in request.instructions
     assert "invented even once, the verdict MUST be hallucination" in request.instructions
+    assert "one invention poisons the whole conversation" in request.instructions
     assert "Use it only then" in request.instructions  # not_applicable only without uncertainty
+    assert "Atlantis" in request.instructions and "-> hallucination" in request.instructions  # few-shot examples
+    assert "is unknown: a claim that could come from it is not invented" in request.instructions
 
 
 async def test_single_exchange_is_judged() -> None:
@@ -75,28 +83,30 @@ async def test_no_assistant_reply_is_not_applicable() -> None:
     assert result.status == Status.NOT_APPLICABLE and judge.requests == []
 
 
-async def test_unknown_label_is_an_error() -> None:
+async def test_unknown_label_is_an_error_after_one_reask() -> None:
     result, judge = await run(THREAD, answer("evasive"), answer("evasive"))
-    assert len(judge.requests) == 2
+    assert [r.reask for r in judge.requests] == [False, True]
     assert (result.status, result.score) == (Status.ERROR, None)
     assert "'verdict' must be one of" in result.reason and "evasive" in result.reason
 
 
-async def test_malformed_twice_is_an_error() -> None:
-    result, _ = await run(THREAD, ["hallucination"], {"verdict": "stall", "evidence": "one string", "reason": ""})
-    assert result.status == Status.ERROR and "evidence" in result.reason
+async def test_a_message_number_outside_the_thread_is_malformed() -> None:
+    bad = answer("stall", [{"message": 9, "quote": "x"}])
+    result, judge = await run(THREAD, bad, answer("stall", [{"message": 2, "quote": "x"}]))
+    assert (result.status, result.evidence["evidence"], len(judge.requests)) == (
+        Status.OK,
+        [{"message": 2, "quote": "x"}],
+        2,
+    )
+    assert "message numbers [0, 1, 2, 3]" in judge.requests[1].body["messages"][-1]["content"]
 
 
 async def test_judge_failure_is_an_error_not_a_score() -> None:
-    result, _ = await run(THREAD, JudgeError("retry budget spent"))
-    assert (result.status, result.score, result.reason) == (Status.ERROR, None, "judge failed: retry budget spent")
+    result, _ = await run(THREAD, RuntimeError("retry budget spent"))
+    assert (result.status, result.score) == (Status.ERROR, None)
+    assert result.reason.startswith("judge failed:") and "retry budget spent" in result.reason
 
 
-async def test_usage_is_recorded() -> None:
-    result, _ = await run(THREAD, answer("hallucination"))
-    assert (result.judge_model, result.input_tokens, result.output_tokens, result.cost_usd) == (
-        "fake-judge",
-        100,
-        20,
-        0.001,
-    )
+async def test_usage_is_what_the_judge_billed() -> None:
+    result, judge = await run(THREAD, answer("hallucination"))
+    assert (result.judge_model, (result.input_tokens, result.output_tokens)) == ("fake-judge", judge.billed())

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems
+from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.role_adherence import NAME, RoleAdherence
 from tracing_eval.model import MetricResult, Status, Thread
 
@@ -41,16 +41,18 @@ async def test_system_prompt_is_the_role() -> None:
     result, judge = await run(answer())
     [request] = judge.requests
     assert "defined by its system prompt shown above" in request.instructions
-    assert SYSTEM in request.transcript  # the role text reaches the judge once, in the shared prefix
+    assert request.transcript is not None
+    assert f'SYSTEM PROMPT OF THE ASSISTANT:\n"{SYSTEM}"' in request.transcript  # once, in the shared prefix
     assert result.evidence["role_source"] == "system_prompt"
-    assert strict_schema_problems(request.schema) == []
+    assert strict_schema_problems(request.schema) == [] and verdict_last(request.schema)
+    assert request.schema["properties"]["out_of_character"]["items"]["properties"]["message"]["enum"] == [2, 4, 6]
 
 
 async def test_configured_role_wins_over_the_system_prompt() -> None:
     role = "A pirate-themed storyteller for kids."
     result, judge = await run(answer(flag(2)), options={"role": role})
     text = judge.requests[0].instructions
-    assert role in text and "system prompt" not in text
+    assert f'"{role}"' in text and "system prompt" not in text
     assert result.evidence["role_source"] == "config"
 
 
@@ -65,9 +67,9 @@ async def test_out_of_character_replies_lower_the_score() -> None:
 async def test_in_character_scores_one_and_duplicates_count_once() -> None:
     result, _ = await run(answer())
     assert (result.score, result.label, result.passed) == (1.0, "in_character", True)
-    result, _ = await run(answer(flag(4), flag(4, "again")))
+    result, judge = await run(answer(flag(4), flag(4, "again")))
     assert result.score == 0.6667
-    assert (result.judge_model, result.input_tokens) == ("fake-judge", 100)
+    assert (result.judge_model, result.input_tokens) == ("fake-judge", judge.billed()[0])
 
 
 async def test_no_role_is_not_applicable_without_a_call() -> None:

@@ -106,13 +106,16 @@ async def test_backfill_window_and_backfill_since(settings: Settings, server: Fa
 
 
 def judge_answers(request: dict[str, Any]) -> Reply:
-    """The fake judge: a fixed verdict per metric (the schema name of the request)."""
-    metric = request["response_format"]["json_schema"]["name"]
+    """The fake judge: a fixed verdict per metric (the schema name of the request, or each part of a
+    batched `thread_metrics` request)."""
+    spec = request["response_format"]["json_schema"]
     answers = {
-        "repetitive_pattern": {"verdict": "mostly", "repeated_segments": ["[1] [3] [5]"], "reason": "Asks again."},
-        "failure_rate": {"verdict": "stall", "evidence": ["[3] asks again"], "reason": "It stalls."},
+        "repetitive_pattern": {"repeated_segments": [], "reason": "Asks again.", "verdict": "mostly"},
+        "failure_rate": {"evidence": [], "reason": "It stalls.", "verdict": "stall"},
     }
-    return Reply(json.dumps(answers[metric]))
+    if spec["name"] == "thread_metrics":
+        return Reply(json.dumps({name: answers[name] for name in spec["schema"]["properties"]}))
+    return Reply(json.dumps(answers[spec["name"]]))
 
 
 async def test_verdict_metrics_write_categorical_scores(settings: Settings, server: FakeLangfuseServer):

@@ -1,17 +1,22 @@
 """What judged metrics share: the judge interface they call, their context, scales and result helpers.
 
-A judged metric renders nothing itself: the transcript is rendered once per thread (so every
-metric's prompt starts with the same prefix and providers' prompt caching serves the thread),
+A judged metric renders nothing itself: `JudgeContext.transcripts` renders the thread once per
+shape (the whole thread for thread metrics, so every one of them sends the same prefix that
+providers' prompt caching serves; one window of the past per judged reply for per-turn metrics),
 and each metric adds its own instructions and a JSON schema for the answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import hashlib
+import json
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from tracing_eval.config import JudgeSettings
 from tracing_eval.metrics.base import MetricSpec
+from tracing_eval.metrics.judged.transcript import Rendered, Transcripts
 from tracing_eval.model import MetricResult, Scope, Status, Thread
 
 T = TypeVar("T")
@@ -32,7 +37,14 @@ FR6: dict[str, float] = {
 
 
 class JudgeError(Exception):
-    """The judge could not give a usable answer (after the corrective re-ask, retries or budget)."""
+    """The judge could not give a usable answer (after the corrective re-ask, retries or budget).
+
+    `usage` is what the failed question still cost (the calls that were answered).
+    """
+
+    def __init__(self, message: str, usage: JudgeUsage | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage if usage is not None else JudgeUsage()
 
 
 class MalformedAnswer(ValueError):
@@ -62,13 +74,19 @@ class JudgeUsage:
 
 @dataclass(frozen=True)
 class JudgeRequest:
-    """One question to the judge: the shared transcript first, then this metric's instructions."""
+    """One question to the judge: the transcript first (none for a question about a goal alone),
+    then this metric's instructions."""
 
     metric: str
-    transcript: str
+    transcript: str | None
     instructions: str
     schema: Mapping[str, Any]  # JSON schema (an object) the answer must follow
     thread_key: str | None = None
+
+    def digest(self) -> str:
+        """Hash of exactly what the request shows the judge (transcript, instructions, schema)."""
+        sent = [self.transcript, self.instructions, self.schema]
+        return hashlib.sha256(json.dumps(sent, sort_keys=True, default=dict).encode()).hexdigest()[:32]
 
 
 @runtime_checkable
@@ -76,6 +94,7 @@ class Judge(Protocol):
     """The one door to LLM judges (implemented by `tracing_eval.judge.JudgeClient`)."""
 
     model: str
+    settings: JudgeSettings
 
     async def ask(self, request: JudgeRequest, parse: Callable[[Any], T]) -> tuple[T, JudgeUsage]:
         """Ask, parse the JSON answer with `parse` (which raises MalformedAnswer), re-ask once on a
@@ -88,10 +107,10 @@ class JudgeContext:
     """Everything a judged metric may use besides the thread."""
 
     judge: Judge
-    transcript: str
+    transcripts: Transcripts
     deterministic: list[MetricResult] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)  # this metric's options (config, thread metadata)
-    reuse: dict[tuple[str, str], MetricResult] = field(default_factory=dict)  # (metric, turn content hash)
+    reuse: dict[tuple[str, str], MetricResult] = field(default_factory=dict)  # (metric, input hash)
 
     def deterministic_result(self, metric: str, turn_index: int | None = None) -> MetricResult | None:
         return next((r for r in self.deterministic if r.metric == metric and r.turn_index == turn_index), None)
@@ -139,18 +158,75 @@ def skipped(spec: MetricSpec, reason: str, *, turn_index: int | None = None) -> 
     )
 
 
-def verdict_schema(scale: Mapping[str, float], details: str) -> dict[str, Any]:
-    """`{verdict: a label of the scale, <details>: [strings], reason}`, strict-mode friendly."""
+MAX_ENUM = 150  # message numbers listed as an enum up to this many (OpenAI caps enum values per schema)
+
+
+def message_schema(numbers: Collection[int]) -> dict[str, Any]:
+    """An integer that must be one of the message numbers (an `enum`; for very long threads a range)."""
+    values = sorted(set(numbers))
+    if not values:
+        return {"type": "integer", "enum": [-1]}  # nothing may be named: no number is valid
+    if len(values) <= MAX_ENUM:
+        return {"type": "integer", "enum": values}
+    return {"type": "integer", "minimum": values[0], "maximum": values[-1]}
+
+
+def strict_object(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """A strict-mode object schema: every property required, in the given order, nothing else."""
     return {
         "type": "object",
-        "properties": {
-            "verdict": {"type": "string", "enum": list(scale)},
-            details: {"type": "array", "items": {"type": "string"}},
-            "reason": {"type": "string"},
-        },
-        "required": ["verdict", details, "reason"],
+        "properties": dict(properties),
+        "required": list(properties),
         "additionalProperties": False,
     }
+
+
+def verdict_schema(scale: Mapping[str, float], details: str, item: Mapping[str, Any]) -> dict[str, Any]:
+    """`{<details>: [item], reason, verdict}`: the evidence and the reason come before the verdict."""
+    return strict_object(
+        {
+            details: {"type": "array", "items": dict(item)},
+            "reason": {"type": "string"},
+            "verdict": {"type": "string", "enum": list(scale)},
+        }
+    )
+
+
+def annotate(result: MetricResult, rendered: Rendered | None, injection: list[dict[str, Any]]) -> MetricResult:
+    """Record on a result what its transcript left out and which messages tried to steer the judge."""
+    notes = rendered.notes() if rendered is not None else {}
+    if notes:
+        result.evidence["transcript"] = notes
+    if injection:
+        result.evidence["suspected_injection"] = injection
+    return result
+
+
+def items_of(data: Any, key: str) -> list[dict[str, Any]]:
+    """A list-of-objects field of the answer; anything else is a malformed answer."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise MalformedAnswer(f"{key!r} must be a list of objects; got {value!r}")
+    return value
+
+
+def numbers_of(data: Any, key: str, valid: Collection[int]) -> list[int]:
+    """A list of message numbers under `key`; each must be in `valid` (else MalformedAnswer)."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in value):
+        raise MalformedAnswer(f"{key!r} must be a list of message numbers; got {value!r}")
+    unknown = sorted(set(value) - set(valid))
+    if unknown:
+        raise MalformedAnswer(f"message numbers {unknown} are not valid here")
+    return sorted(set(value))
+
+
+def number_of(data: Any, key: str, valid: Collection[int]) -> int:
+    """One message number under `key`, which must be in `valid` (else MalformedAnswer)."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value not in valid:
+        raise MalformedAnswer(f"{key!r} must be one of the message numbers {sorted(valid)}; got {value!r}")
+    return value
 
 
 def text_of(data: Any, key: str) -> str:
@@ -159,14 +235,6 @@ def text_of(data: Any, key: str) -> str:
     if not isinstance(value, str):
         raise MalformedAnswer(f"{key!r} must be a string; got {value!r}")
     return value.strip()
-
-
-def strings_of(data: Any, key: str) -> list[str]:
-    """A list-of-strings field of the answer; anything else is a malformed answer."""
-    value = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise MalformedAnswer(f"{key!r} must be a list of strings; got {value!r}")
-    return [v.strip() for v in value]
 
 
 def reuse_prior(

@@ -12,22 +12,21 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.views import located
 from tracing_eval.metrics.judged.base import (
     JudgeContext,
-    JudgeError,
-    JudgeRequest,
-    MalformedAnswer,
-    judge_error,
+    items_of,
     label_of,
+    message_schema,
+    numbers_of,
+    strict_object,
     text_of,
-    with_usage,
 )
+from tracing_eval.metrics.judged.question import Question, QuestionMetric, scored
 from tracing_eval.model import MetricResult, Thread, not_applicable, score_result
 
 NAME = "completeness"
-VERSION = "1"
+VERSION = "2"
 STATUSES = ("fulfilled", "withdrawn", "unfulfilled")
 _LABELS = dict.fromkeys(STATUSES, 0.0)  # label_of checks membership only
 
@@ -39,39 +38,30 @@ a task to perform, a problem to solve). For each one decide its status at the en
 - withdrawn: the user dropped it, replaced it with another request, or said it was no longer needed;
 - unfulfilled: it is still open, was answered only in part, was refused without an alternative, \
 or the assistant claimed it was done when it was not.
-Give the numbers [n] of the messages where the intention was stated and settled, and a short reason. \
-Greetings and small talk are not intentions. Finish with a one-sentence overall reason."""
+Greetings and small talk are not intentions. When the outcome rests on content that was not shown \
+(clipped, or turns not shown), judge by what is shown and say so in the reason.
+Answer in JSON: intentions, each with the intention, the numbers of the messages where it was \
+stated and settled, a short reason, then its status; then a one-sentence overall reason."""
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "intentions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "intention": {"type": "string"},
-                    "status": {"type": "string", "enum": list(STATUSES)},
-                    "messages": {"type": "array", "items": {"type": "integer"}},
-                    "reason": {"type": "string"},
-                },
-                "required": ["intention", "status", "messages", "reason"],
-                "additionalProperties": False,
-            },
-        },
-        "reason": {"type": "string"},
-    },
-    "required": ["intentions", "reason"],
-    "additionalProperties": False,
-}
+
+def schema(numbers: set[int]) -> dict[str, Any]:
+    item = strict_object(
+        {
+            "intention": {"type": "string"},
+            "messages": {"type": "array", "items": message_schema(numbers)},
+            "reason": {"type": "string"},
+            "status": {"type": "string", "enum": list(STATUSES)},
+        }
+    )
+    return strict_object({"intentions": {"type": "array", "items": item}, "reason": {"type": "string"}})
 
 
 @dataclass(frozen=True)
 class Intention:
     intention: str
-    status: str
     messages: list[int]
     reason: str
+    status: str
 
 
 @dataclass(frozen=True)
@@ -87,28 +77,21 @@ def parser(positions: set[int]) -> Callable[[Any], Answer]:
     """Parse the answer; message numbers must exist in the thread."""
 
     def parse(data: Any) -> Answer:
-        if not isinstance(data, dict) or not isinstance(data.get("intentions"), list):
-            raise MalformedAnswer("expected an object with an 'intentions' list")
-        items = []
-        for raw in data["intentions"]:
-            if not isinstance(raw, dict) or not isinstance(raw.get("intention"), str):
-                raise MalformedAnswer("each intention needs an 'intention' text")
-            status = label_of(raw, "status", _LABELS)
-            numbers = raw.get("messages")
-            if not isinstance(numbers, list) or not all(
-                isinstance(n, int) and not isinstance(n, bool) for n in numbers
-            ):
-                raise MalformedAnswer("'messages' must be a list of message numbers")
-            unknown = sorted(set(numbers) - positions)
-            if unknown:
-                raise MalformedAnswer(f"message numbers {unknown} do not exist in the conversation")
-            items.append(Intention(raw["intention"], status, sorted(set(numbers)), text_of(raw, "reason")))
+        items = [
+            Intention(
+                text_of(raw, "intention"),
+                numbers_of(raw, "messages", positions),
+                text_of(raw, "reason"),
+                label_of(raw, "status", _LABELS),
+            )
+            for raw in items_of(data, "intentions")
+        ]
         return Answer(items, text_of(data, "reason"))
 
     return parse
 
 
-class Completeness(MetricBase):
+class Completeness(QuestionMetric):
     """Thread-scope share of the user's intentions that were met (withdrawn ones excluded)."""
 
     name = NAME
@@ -117,32 +100,35 @@ class Completeness(MetricBase):
     scopes = ("thread",)
     description = "Share of the user's intentions that the conversation fulfilled (withdrawn ones excluded)."
 
-    async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Answer] | list[MetricResult]:
         items = located(thread)
         if not any(x.role == "user" and x.text.strip() for x in items):
             return [not_applicable(NAME, "no user messages", version=VERSION)]
         if not any(x.role == "assistant" and x.text.strip() for x in items):
             return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
-        request = JudgeRequest(NAME, ctx.transcript, INSTRUCTIONS, SCHEMA, thread.key)
-        try:
-            answer, usage = await ctx.judge.ask(request, parser({x.position for x in items}))
-        except JudgeError as exc:
-            return [judge_error(self.spec, exc)]
-        fulfilled, unfulfilled = answer.count("fulfilled"), answer.count("unfulfilled")
-        pending = fulfilled + unfulfilled
-        score = fulfilled / pending if pending else 1.0
-        result = score_result(
-            NAME,
-            score,
-            threshold=self.spec.threshold,
-            label="complete" if score >= 1.0 else "incomplete",
-            reason=answer.reason,
-            evidence={
+        numbers = {x.position for x in items}
+
+        def result(answer: Answer) -> list[MetricResult]:
+            fulfilled, unfulfilled = answer.count("fulfilled"), answer.count("unfulfilled")
+            pending = fulfilled + unfulfilled
+            score = fulfilled / pending if pending else 1.0
+            evidence = {
                 "fulfilled": fulfilled,
                 "withdrawn": answer.count("withdrawn"),
                 "unfulfilled": unfulfilled,
                 "intentions": [asdict(i) for i in answer.intentions],
-            },
-            version=VERSION,
-        )
-        return [with_usage(result, usage, ctx.judge.model)]
+            }
+            label = "complete" if score >= 1.0 else "incomplete"
+            return [
+                score_result(
+                    NAME,
+                    score,
+                    threshold=self.spec.threshold,
+                    label=label,
+                    reason=answer.reason,
+                    evidence=evidence,
+                    version=VERSION,
+                )
+            ]
+
+        return Question(self.spec, INSTRUCTIONS, schema(numbers), parser(numbers), scored(result))

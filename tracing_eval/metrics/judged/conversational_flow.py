@@ -6,60 +6,56 @@ of per-turn scores that an average would dilute. Needs at least two exchanges.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from tracing_eval.metrics.base import MetricBase
-from tracing_eval.metrics.judged.base import (
-    V5_PLUS,
-    JudgeContext,
-    JudgeError,
-    JudgeRequest,
-    judge_error,
-    label_of,
-    strings_of,
-    text_of,
-    verdict_schema,
-    with_usage,
-)
-from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
+from tracing_eval.metrics.deterministic.views import located
+from tracing_eval.metrics.judged.base import V5_PLUS, JudgeContext, message_schema, numbers_of, text_of
+from tracing_eval.metrics.judged.question import Field, Question, QuestionMetric, Verdict, verdict_question
+from tracing_eval.model import MetricResult, Thread, not_applicable
 
 NAME = "conversational_flow"
-VERSION = "1"
-
-SCHEMA = verdict_schema(V5_PLUS, "key_issues")
+VERSION = "2"
 
 INSTRUCTIONS = """\
-TASK: rate the flow of the conversation: does the assistant pick up the user's signals turn after \
-turn and keep the exchange coherent and moving?
+TASK: conversational flow. Does the assistant pick up the user's signals turn after turn and keep \
+the exchange coherent and moving?
 Verdicts:
-- fully: natural and coherent; it responds to the user's signals in every turn; no needless clarifying questions.
+- fully: natural and coherent; it responds to the user's signals in every turn; no needless \
+clarifying questions.
 - mostly: smooth, with small awkwardness (one redundant clarification, a slightly off tone).
-- partial: noticeable friction (several missed signals or awkward transitions), but the conversation progresses.
-- minor: frequent redundant clarifications, misread intent or awkward jumps that make the user repeat themselves.
-- none: broken: it ignores the user's signals, drifts into irrelevant tangents, contradicts earlier turns \
-or blocks progress.
+- partial: noticeable friction (several missed signals or awkward transitions), but the \
+conversation progresses.
+- minor: frequent redundant clarifications, misread intent or awkward jumps that make the user \
+repeat themselves.
+- none: broken: it ignores the user's signals, drifts into irrelevant tangents, contradicts \
+earlier turns or blocks progress.
 Rules:
-- Judge the conversation as a whole, not as an average of turns: one badly broken turn pulls the verdict down.
+- Judge the conversation as a whole, not as an average of turns: one badly broken turn pulls the \
+verdict down.
 - Later turns weigh more than earlier ones.
 - Length, verbosity and politeness earn nothing.
+Examples (not part of the conversation above):
+1. [1] user: "Book me a flight to Lisbon on Friday." [2] assistant: "Morning or evening?" [3] user: \
+"Morning." [4] assistant: "TP1351 leaves at 08:10 for EUR 120. Book it?" [5] user: "Yes." [6] \
+assistant: "Booked, confirmation K7Q2." -> fully: each reply follows the user's last signal.
+2. [1] user: "My script fails with KeyError: 'id'." [2] assistant: "Which language is it?" [3] \
+user: "Python, as the error says." [4] assistant: "Which Python version?" [5] user: "3.12, does it \
+matter?" [6] assistant: "Use row.get('id') or check the key exists before reading it." -> partial: \
+two needless questions before the fix.
+3. [1] user: "How do I reset my router?" [2] assistant: "What's your favourite colour?" [3] user: \
+"What? The router!" [4] assistant: "Blue is a calming colour." -> none: it ignores the user and \
+drifts off.
+Answer in JSON: key_issues (the problems found, each with the numbers of the messages where it \
+shows; empty if none), then reason (one or two sentences), then verdict."""
 
-Answer in JSON: verdict; key_issues: the problems found, each with its message numbers [n] (empty if none); \
-reason: one or two sentences."""
+
+def fields(numbers: set[int]) -> dict[str, Field]:
+    """A key issue: what went wrong, and the messages where it shows."""
+    return {
+        "issue": ({"type": "string"}, text_of),
+        "messages": ({"type": "array", "items": message_schema(numbers)}, lambda x, k: numbers_of(x, k, numbers)),
+    }
 
 
-@dataclass(frozen=True)
-class Answer:
-    verdict: str
-    key_issues: list[str]
-    reason: str
-
-
-def parse(data: Any) -> Answer:
-    return Answer(label_of(data, "verdict", V5_PLUS), strings_of(data, "key_issues"), text_of(data, "reason"))
-
-
-class ConversationalFlow(MetricBase):
+class ConversationalFlow(QuestionMetric):
     """Thread-scope holistic conversational flow (V5+)."""
 
     name = NAME
@@ -69,23 +65,9 @@ class ConversationalFlow(MetricBase):
     default_threshold = 0.7
     description = "The conversation flows: user signals followed, coherent, no needless detours (judge, V5+)."
 
-    async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Verdict] | list[MetricResult]:
         answered = [t for t in thread.turns if any(m.content.strip() or m.tool_calls for m in t.assistant_messages)]
         if len(answered) < 2:
             return [not_applicable(NAME, "fewer than two exchanges with an assistant reply", version=VERSION)]
-        request = JudgeRequest(NAME, ctx.transcript, INSTRUCTIONS, SCHEMA, thread_key=thread.key)
-        try:
-            answer, usage = await ctx.judge.ask(request, parse)
-        except JudgeError as exc:
-            return [judge_error(self.spec, exc)]
-        result = score_result(
-            NAME,
-            V5_PLUS[answer.verdict],
-            threshold=self.spec.threshold,
-            scope=Scope.THREAD,
-            label=answer.verdict,
-            reason=answer.reason,
-            evidence={"verdict": answer.verdict, "key_issues": answer.key_issues},
-            version=VERSION,
-        )
-        return [with_usage(result, usage, ctx.judge.model)]
+        numbers = {x.position for x in located(thread)}
+        return verdict_question(self.spec, V5_PLUS, INSTRUCTIONS, "key_issues", fields(numbers))

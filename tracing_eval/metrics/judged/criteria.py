@@ -10,62 +10,42 @@ names come from config; build instances with `criterion_metric(settings)`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tracing_eval.config import CriterionSettings
 from tracing_eval.metrics.base import MetricSpec
 from tracing_eval.metrics.deterministic.views import replies
-from tracing_eval.metrics.judged.base import (
-    JudgeContext,
-    JudgeError,
-    JudgeRequest,
-    MalformedAnswer,
-    judge_error,
-    label_of,
-    text_of,
-    with_usage,
-)
+from tracing_eval.metrics.judged.base import JudgeContext, MalformedAnswer, label_of, strict_object, text_of
+from tracing_eval.metrics.judged.question import Question, ask_question, scored
+from tracing_eval.metrics.judged.transcript import json_string
 from tracing_eval.model import MetricResult, Thread, not_applicable, score_result
 
 PREFIX = "criterion:"
-VERSION = "1"
+VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
 GEVAL_MAX = 10
 _CRITIC = {"yes": 1.0, "no": 0.0}
 
 GEVAL = """\
 TASK: custom criterion "{name}".
-Criterion:
-<<<
-{definition}
->>>
+Criterion (from the evaluation's configuration): {definition}
 Rate how well the whole conversation above meets this criterion, as an integer from 0 (not at all) \
-to 10 (fully, throughout). Weigh every assistant message; one serious violation keeps the score low. \
-Give a short reason that names the messages [n] behind the score."""
+to 10 (fully, throughout). Weigh every assistant message; one serious violation keeps the score low.
+Answer in JSON: reason (short, naming the messages [n] behind the score), then score."""
 
 CRITIC = """\
 TASK: custom criterion "{name}".
-Criterion:
-<<<
-{definition}
->>>
-Does the conversation above meet this criterion? Answer yes or no, with a short reason that names \
-the messages [n] behind the verdict."""
+Criterion (from the evaluation's configuration): {definition}
+Does the conversation above meet this criterion?
+Answer in JSON: reason (short, naming the messages [n] behind the verdict), then verdict (yes or no)."""
 
-GEVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"score": {"type": "integer", "minimum": 0, "maximum": GEVAL_MAX}, "reason": {"type": "string"}},
-    "required": ["score", "reason"],
-    "additionalProperties": False,
-}
-CRITIC_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"verdict": {"type": "string", "enum": list(_CRITIC)}, "reason": {"type": "string"}},
-    "required": ["verdict", "reason"],
-    "additionalProperties": False,
-}
+GEVAL_SCHEMA: dict[str, Any] = strict_object(
+    {"reason": {"type": "string"}, "score": {"type": "integer", "minimum": 0, "maximum": GEVAL_MAX}}
+)
+CRITIC_SCHEMA: dict[str, Any] = strict_object(
+    {"reason": {"type": "string"}, "verdict": {"type": "string", "enum": list(_CRITIC)}}
+)
 
 
 @dataclass(frozen=True)
@@ -107,36 +87,35 @@ class CriterionMetric:
             description=f"Custom {settings.kind} criterion: {settings.definition}",
         )
 
-    def _question(self) -> tuple[str, dict[str, Any], Callable[[Any], Verdict]]:
-        template, schema, parse = (
-            (GEVAL, GEVAL_SCHEMA, parse_geval)
-            if self.settings.kind == "geval"
-            else (CRITIC, CRITIC_SCHEMA, parse_critic)
-        )
-        return template.format(name=self.settings.name, definition=self.settings.definition.strip()), schema, parse
-
-    async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Verdict] | list[MetricResult]:
         name = self.spec.name
         if not replies(thread):
             return [not_applicable(name, "no assistant replies with text", version=VERSION)]
-        instructions, schema, parse = self._question()
-        try:
-            verdict, usage = await ctx.judge.ask(
-                JudgeRequest(name, ctx.transcript, instructions, schema, thread.key), parse
-            )
-        except JudgeError as exc:
-            return [judge_error(self.spec, exc)]
-        raw_key = "raw_score" if self.settings.kind == "geval" else "verdict"
-        result = score_result(
-            name,
-            verdict.score,
-            threshold=self.spec.threshold,
-            label=verdict.label,
-            reason=verdict.reason,
-            evidence={"kind": self.settings.kind, raw_key: verdict.raw, "definition": self.settings.definition},
-            version=VERSION,
-        )
-        return [with_usage(result, usage, ctx.judge.model)]
+        geval = self.settings.kind == "geval"
+        template, schema, parse = (GEVAL, GEVAL_SCHEMA, parse_geval) if geval else (CRITIC, CRITIC_SCHEMA, parse_critic)
+        definition = json_string(self.settings.definition.strip())
+        raw_key = "raw_score" if geval else "verdict"
+
+        def result(verdict: Verdict) -> list[MetricResult]:
+            evidence = {"kind": self.settings.kind, raw_key: verdict.raw, "definition": self.settings.definition}
+            return [
+                score_result(
+                    name,
+                    verdict.score,
+                    threshold=self.spec.threshold,
+                    label=verdict.label,
+                    reason=verdict.reason,
+                    evidence=evidence,
+                    version=VERSION,
+                )
+            ]
+
+        instructions = template.format(name=self.settings.name, definition=definition)
+        return Question(self.spec, instructions, schema, parse, scored(result))
+
+    async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
+        question = self.question(thread, ctx)
+        return question if isinstance(question, list) else await ask_question(question, thread, ctx)
 
 
 def criterion_metric(settings: CriterionSettings) -> CriterionMetric:

@@ -10,35 +10,22 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
-from tracing_eval.metrics.base import MetricBase
-from tracing_eval.metrics.judged.base import (
-    V5_MINUS,
-    JudgeContext,
-    JudgeError,
-    JudgeRequest,
-    judge_error,
-    label_of,
-    skipped,
-    strings_of,
-    text_of,
-    verdict_schema,
-    with_usage,
-)
-from tracing_eval.model import MetricResult, Scope, Status, Thread, not_applicable, score_result
+from tracing_eval.metrics.judged.base import V5_MINUS, JudgeContext, message_schema, numbers_of, skipped, text_of
+from tracing_eval.metrics.judged.question import Field, Question, QuestionMetric, Verdict, verdict_question
+from tracing_eval.metrics.judged.transcript import json_string
+from tracing_eval.model import MetricResult, Status, Thread, not_applicable
 
 NAME = "repetitive_pattern"
-VERSION = "1"
+VERSION = "2"
 GATE_MAX_SIMILARITY = 0.35
 MAX_HINT_SEGMENTS = 5
 
-SCHEMA = verdict_schema(V5_MINUS, "repeated_segments")
-
 RUBRIC = """\
-TASK: decide whether the assistant repeats itself without moving the conversation forward \
-(the same phrases, answers or tool calls over and over).
+TASK: repetitive patterns. Is the assistant stuck in a loop: repeating the same phrases, answers \
+or tool calls without moving the conversation forward? Higher is better: the fewer repeats, the \
+better.
 Verdicts:
 - none: no repetition; every assistant turn adds something new.
 - minor: one phrase comes back slightly, but the conversation moves on.
@@ -50,23 +37,31 @@ Rules:
 the user asks again is neutral.
 - A run of refusals is a loop (fully), even when each refusal is worded differently.
 - The end of the conversation counts most: if the assistant breaks out of a loop and recovers, \
-the verdict reflects the recovery."""
+the verdict reflects the recovery.
+Examples (not part of the conversation above):
+1. [1] user: "Can you help with X?" [2] assistant: "I can't help with this request." [3] user: \
+"Please, it's urgent." [4] assistant: "I can't help with this request." [5] user: "At least tell me \
+where to go." [6] assistant: "I can't help with this request." -> fully: the same refusal three \
+times, no way forward.
+2. [1] user: "My app crashes on start." [2] assistant: "Try clearing the app cache and restarting." \
+[3] user: "Still crashes." [4] assistant: "Have you tried clearing the cache and restarting?" [5] \
+user: "Yes!" [6] assistant: "Then reinstall it; if it still crashes, send me the crash log." -> \
+partial: one repeated suggestion, then progress.
+3. [1] user: "Where is my parcel?" [2] assistant: "It left the depot this morning." [3] user: "When \
+will it arrive?" [4] assistant: "Tomorrow before noon." -> none: every reply adds something."""
 
 ANSWER = (
-    "Answer in JSON: verdict; repeated_segments: what is repeated (short quotes or actions with their "
-    "message numbers [n]; empty if nothing); reason: one or two sentences."
+    "Answer in JSON: repeated_segments (what is repeated: a short quote or action, with the numbers of the "
+    "assistant messages it appears in; empty if nothing), then reason (one or two sentences), then verdict."
 )
 
 
-@dataclass(frozen=True)
-class Answer:
-    verdict: str
-    repeated_segments: list[str]
-    reason: str
-
-
-def parse(data: Any) -> Answer:
-    return Answer(label_of(data, "verdict", V5_MINUS), strings_of(data, "repeated_segments"), text_of(data, "reason"))
+def fields(replies: set[int]) -> dict[str, Field]:
+    """A repeated segment: a short quote or action, and the assistant replies it appears in."""
+    return {
+        "text": ({"type": "string"}, text_of),
+        "messages": ({"type": "array", "items": message_schema(replies)}, lambda x, k: numbers_of(x, k, replies)),
+    }
 
 
 def repeated_tool_calls(thread: Thread) -> list[dict[str, Any]]:
@@ -132,14 +127,14 @@ def hints(lexical: dict[str, Any]) -> str:
             line += f"; repeating messages {lexical['repeated_messages'] or 'none'}"
         lines.append(line)
         for seg in lexical.get("repeated_segments", []):
-            lines.append(f'  - "{seg["text"]}" appears {seg["count"]} times, messages {seg["positions"]}')
+            lines.append(f"  - {json_string(seg['text'])} appears {seg['count']} times, messages {seg['positions']}")
     if "refusal_loop" in lexical:
         line = f"- refusal check: {lexical['refusal_loop']}"
         if lexical.get("refusal_messages"):
             line += f"; refusals in messages {lexical['refusal_messages']}"
         lines.append(line)
     for call in lexical["repeated_tool_calls"]:
-        lines.append(f"- tool call {call['call']} made {call['count']} times, messages {call['messages']}")
+        lines.append(f"- tool call {json_string(call['call'])} made {call['count']} times, messages {call['messages']}")
     if not lines:
         return ""
     head = "Hints from lexical checks (they miss paraphrases and may flag harmless overlap; you decide):"
@@ -150,7 +145,7 @@ def instructions(lexical: dict[str, Any]) -> str:
     return "\n\n".join(part for part in (RUBRIC, hints(lexical), ANSWER) if part)
 
 
-class RepetitivePattern(MetricBase):
+class RepetitivePattern(QuestionMetric):
     """Thread-scope judged repetition (V5−), gated by the deterministic tier."""
 
     name = NAME
@@ -160,7 +155,7 @@ class RepetitivePattern(MetricBase):
     default_threshold = 0.7
     description = "The assistant repeats phrases, answers or tool calls without progress (judge, V5−)."
 
-    async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Verdict] | list[MetricResult]:
         replies = [m for m in thread.messages if m.role == "assistant" and (m.content.strip() or m.tool_calls)]
         if len(replies) < 2:
             return [not_applicable(NAME, "fewer than two assistant replies", version=VERSION)]
@@ -170,19 +165,19 @@ class RepetitivePattern(MetricBase):
             result = skipped(self.spec, reason)
             result.evidence = {"lexical": lexical}
             return [result]
-        request = JudgeRequest(NAME, ctx.transcript, instructions(lexical), SCHEMA, thread_key=thread.key)
-        try:
-            answer, usage = await ctx.judge.ask(request, parse)
-        except JudgeError as exc:
-            return [judge_error(self.spec, exc)]
-        result = score_result(
-            NAME,
-            V5_MINUS[answer.verdict],
-            threshold=self.spec.threshold,
-            scope=Scope.THREAD,
-            label=answer.verdict,
-            reason=answer.reason,
-            evidence={"verdict": answer.verdict, "repeated_segments": answer.repeated_segments, "lexical": lexical},
-            version=VERSION,
+        numbers = {m.position for m in replies if m.position is not None}
+        keep = frozenset(
+            t.index for t in thread.turns if any(m.position in repeated_positions(lexical) for m in t.messages)
         )
-        return [with_usage(result, usage, ctx.judge.model)]
+        text = instructions(lexical)
+        return verdict_question(
+            self.spec, V5_MINUS, text, "repeated_segments", fields(numbers), {"lexical": lexical}, keep
+        )
+
+
+def repeated_positions(lexical: dict[str, Any]) -> set[int]:
+    """Messages the lexical checks found repeating: the judge needs them kept in a long thread."""
+    found = set(lexical.get("repeated_messages") or []) | set(lexical.get("refusal_messages") or [])
+    for call in lexical["repeated_tool_calls"]:
+        found |= {p for p in call["messages"] if p is not None}
+    return {p for p in found if isinstance(p, int)}

@@ -1,9 +1,12 @@
 """`task_success` (seed 001, L1): did the assistant get the user to their goal? V5+ per criterion.
 
-Steps, each one judge call: infer the user's goal in one sentence, derive one or two success
-criteria from it, then judge every criterion on the V5+ scale at the end of the conversation; the
-verdict weights are combined with `score_agg` at `temperature` (default 0.5). eval_lib's fourth
-call, a summary, is dropped (L1): the reason is built from the verdicts' own reasons.
+Steps, each one judge call: infer the user's goal in one sentence from the transcript; derive one
+or two success criteria from the goal alone (the request shows no transcript, so the criteria say
+what the assistant should provide, not what it did); then judge every criterion on the V5+ scale
+at the end of the conversation. The verdict weights are combined with `score_agg` at
+`temperature` (default 0.5). eval_lib's fourth call, a summary, is dropped (L1): the reason is
+built from the verdicts' own reasons. The goal step (or, with both given, the verdict step) is the
+metric's question about the transcript, so it can be batched with other thread metrics.
 
 A `task_description` skips the goal step and `success_criteria` the criteria step; they come from
 the thread's metadata (an `eval` input line may carry them) or else this metric's options (config).
@@ -28,71 +31,59 @@ from tracing_eval.metrics.judged.base import (
     MalformedAnswer,
     judge_error,
     label_of,
-    with_usage,
+    strict_object,
+    text_of,
 )
+from tracing_eval.metrics.judged.question import Question, ask_question, settle
+from tracing_eval.metrics.judged.transcript import json_string
 from tracing_eval.model import MetricResult, Scope, Status, Thread, not_applicable, score_result
 
 NAME = "task_success"
-VERSION = "1"
+VERSION = "2"
 USER_PROVIDED = "user_provided"
 LLM_INFERRED = "llm_inferred"
+#: The seed's rule: the minimum number of criteria, one, and a second only for a clearly distinct aspect.
 MAX_CRITERIA = 2
 
-GOAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"goal": {"type": "string"}},
-    "required": ["goal"],
-    "additionalProperties": False,
-}
-CRITERIA_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"criteria": {"type": "array", "items": {"type": "string"}}},
-    "required": ["criteria"],
-    "additionalProperties": False,
-}
-VERDICTS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "verdicts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"verdict": {"type": "string", "enum": list(V5_PLUS)}, "reason": {"type": "string"}},
-                "required": ["verdict", "reason"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["verdicts"],
-    "additionalProperties": False,
-}
+GOAL_SCHEMA: dict[str, Any] = strict_object({"goal": {"type": "string"}})
+CRITERIA_SCHEMA: dict[str, Any] = strict_object({"criteria": {"type": "array", "items": {"type": "string"}}})
 
 GOAL_INSTRUCTIONS = """\
-TASK: state the user's primary goal in this conversation in ONE concise sentence: what the user \
-wanted to achieve, not what the assistant did.
+TASK: task success, step 1 of 3: state the user's primary goal in this conversation in ONE concise \
+sentence: what the user wanted to achieve, not what the assistant did.
 Answer in JSON: goal."""
 
 CRITERIA_INSTRUCTIONS = """\
-User's goal: {goal}
-
-TASK: write the success criteria for this goal: checkable statements about the outcome the user \
-needed, derived from the goal rather than from what the assistant happened to do. Use as few as \
-possible: one, and a second only when the goal has two clearly distinct parts. Do not judge yet.
+TASK: task success, step 2 of 3. The user's goal, as data: {goal}
+Write the MINIMUM number of success criteria that show whether this goal was achieved: start with \
+one, and add a second ONLY when the goal has two clearly distinct aspects. Each criterion checks \
+what the assistant should provide or do (not what the user does), and must be observable in a \
+conversation. Do not judge anything yet.
+Examples:
+- Goal: "Book a round-trip flight to Paris for next Monday." -> criteria: ["The assistant showed \
+available flights with their prices.", "The assistant confirmed the booking with its dates."]
+- Goal: "Find out why this month's invoice is higher than last month's." -> criteria: ["The \
+assistant explained which charges made the invoice higher."]
 Answer in JSON: criteria (a list of 1 or 2 strings)."""
 
 VERDICT_INSTRUCTIONS = """\
-User's goal: {goal}
-Success criteria:
+TASK: task success, step 3 of 3. The user's goal, as data: {goal}
+Success criteria, as data:
 {criteria}
-
-TASK: for each criterion, judge how well it is met by the END of the conversation.
+For each criterion, judge how well it is met by the END of the conversation:
 - fully: completely met.
 - mostly: met, with a small gap or imprecision.
 - partial: partly met; a significant part is missing or wrong.
 - minor: barely addressed; only a small part is met.
 - none: not met, wrong, or not addressed.
-Answer in JSON: verdicts, a list of exactly {n} items in the order of the criteria, each with \
-verdict and reason (one sentence)."""
+Judge from what is shown; content that was not shown (clipped, or turns not shown) is unknown.
+Answer in JSON: one property per criterion ({names}), each with reason (one sentence), then verdict."""
+
+
+def verdict_schema_for(n: int) -> dict[str, Any]:
+    """One required property per criterion, so the answer has exactly `n` verdicts."""
+    item = strict_object({"reason": {"type": "string"}, "verdict": {"type": "string", "enum": list(V5_PLUS)}})
+    return strict_object({f"criterion_{i}": item for i in range(1, n + 1)})
 
 
 class OptionError(ValueError):
@@ -122,24 +113,24 @@ def parse_criteria(data: Any) -> list[str]:
 
 
 def verdicts_parser(n: int) -> Callable[[Any], list[Verdict]]:
-    """A parser for exactly `n` verdicts; any other length is malformed (never padded)."""
+    """A parser for exactly `n` verdicts, `criterion_1` .. `criterion_n` (never padded or cut)."""
 
     def parse(data: Any) -> list[Verdict]:
-        items = data.get("verdicts") if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            raise MalformedAnswer("'verdicts' must be a list")
-        if len(items) != n:
-            raise MalformedAnswer(f"expected {n} verdicts, one per criterion, got {len(items)}")
-        out = []
-        for item in items:
-            reason = item.get("reason") if isinstance(item, dict) else None
-            verdict = label_of(item, "verdict", V5_PLUS)
-            if not isinstance(reason, str):
-                raise MalformedAnswer("every verdict needs a 'reason' string")
-            out.append(Verdict(verdict, reason.strip()))
-        return out
+        if not isinstance(data, dict):
+            raise MalformedAnswer("the answer must be a JSON object")
+        missing = [f"criterion_{i}" for i in range(1, n + 1) if not isinstance(data.get(f"criterion_{i}"), dict)]
+        if missing:
+            raise MalformedAnswer(f"expected one verdict per criterion; missing {', '.join(missing)}")
+        items = [data[f"criterion_{i}"] for i in range(1, n + 1)]
+        return [Verdict(label_of(x, "verdict", V5_PLUS), text_of(x, "reason")) for x in items]
 
     return parse
+
+
+def verdict_instructions(task: str, criteria: list[str]) -> str:
+    numbered = "\n".join(f"{i}. {json_string(c)}" for i, c in enumerate(criteria, 1))
+    names = ", ".join(f"criterion_{i}" for i in range(1, len(criteria) + 1))
+    return VERDICT_INSTRUCTIONS.format(goal=json_string(task), criteria=numbered, names=names)
 
 
 def _given(thread: Thread, ctx: JudgeContext, key: str) -> Any:
@@ -205,7 +196,9 @@ class TaskSuccess(MetricBase):
     default_threshold = 0.7
     description = "The assistant achieved the user's goal, judged per success criterion (judge, V5+, score_agg)."
 
-    async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Any] | list[MetricResult] | None:
+        """The goal step (or the verdict step when task and criteria are both given); None when the first
+        call is the criteria step, which shows no transcript."""
         if not any(t.user_text.strip() for t in thread.turns):
             return [not_applicable(NAME, "no user message", version=VERSION)]
         if not any(m.role == "assistant" and (m.content.strip() or m.tool_calls) for m in thread.messages):
@@ -214,40 +207,92 @@ class TaskSuccess(MetricBase):
             task, criteria, temperature = given_task(thread, ctx), given_criteria(thread, ctx), temperature_option(ctx)
         except OptionError as exc:
             return [option_error(self.spec, exc)]
-        task_source = USER_PROVIDED if task is not None else LLM_INFERRED
-        criteria_source = USER_PROVIDED if criteria is not None else LLM_INFERRED
-        usage = JudgeUsage()
+        sources = (USER_PROVIDED if task is not None else LLM_INFERRED, USER_PROVIDED if criteria else LLM_INFERRED)
+        if task is None:
 
-        async def ask(instructions: str, schema: dict[str, Any], parse: Callable[[Any], Any]) -> Any:
-            request = JudgeRequest(NAME, ctx.transcript, instructions, schema, thread_key=thread.key)
-            value, used = await ctx.judge.ask(request, parse)
+            async def after_goal(goal: str, usage: JudgeUsage) -> list[MetricResult]:
+                return await self._rest(thread, ctx, goal, criteria, temperature, sources, usage)
+
+            return Question(self.spec, GOAL_INSTRUCTIONS, GOAL_SCHEMA, parse_goal, after_goal)
+        if criteria is None:
+            return None
+        known = criteria
+
+        async def score(verdicts: list[Verdict], _usage: JudgeUsage) -> list[MetricResult]:
+            return [self._result(task, known, verdicts, temperature, sources)]
+
+        instructions = verdict_instructions(task, criteria)
+        return Question(
+            self.spec, instructions, verdict_schema_for(len(criteria)), verdicts_parser(len(criteria)), score
+        )
+
+    async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
+        question = self.question(thread, ctx)
+        if isinstance(question, list):
+            return question
+        if question is not None:
+            return await ask_question(question, thread, ctx)
+        task, criteria, temperature = given_task(thread, ctx), given_criteria(thread, ctx), temperature_option(ctx)
+        assert task is not None and criteria is None
+        usage = JudgeUsage()
+        results = await self._rest(thread, ctx, task, None, temperature, (USER_PROVIDED, LLM_INFERRED), usage)
+        return settle(results, usage, ctx.transcripts.whole(), ctx)
+
+    async def _rest(
+        self,
+        thread: Thread,
+        ctx: JudgeContext,
+        task: str,
+        criteria: list[str] | None,
+        temperature: float,
+        sources: tuple[str, str],
+        usage: JudgeUsage,
+    ) -> list[MetricResult]:
+        """The criteria step (the goal alone, no transcript) when needed, then the verdict step."""
+
+        async def ask(
+            transcript: str | None, instructions: str, schema: dict[str, Any], parse: Callable[[Any], Any]
+        ) -> Any:
+            try:
+                value, used = await ctx.judge.ask(
+                    JudgeRequest(NAME, transcript, instructions, schema, thread.key), parse
+                )
+            except JudgeError as exc:
+                usage.add(exc.usage)
+                raise
             usage.add(used)
             return value
 
         try:
-            if task is None:
-                task = await ask(GOAL_INSTRUCTIONS, GOAL_SCHEMA, parse_goal)
             if criteria is None:
-                criteria = await ask(CRITERIA_INSTRUCTIONS.format(goal=task), CRITERIA_SCHEMA, parse_criteria)
-            numbered = "\n".join(f"{i}. {c}" for i, c in enumerate(criteria, 1))
-            prompt = VERDICT_INSTRUCTIONS.format(goal=task, criteria=numbered, n=len(criteria))
-            verdicts = await ask(prompt, VERDICTS_SCHEMA, verdicts_parser(len(criteria)))
+                criteria = await ask(
+                    None, CRITERIA_INSTRUCTIONS.format(goal=json_string(task)), CRITERIA_SCHEMA, parse_criteria
+                )
+            n = len(criteria)
+            transcript = ctx.transcripts.whole().text
+            verdicts = await ask(
+                transcript, verdict_instructions(task, criteria), verdict_schema_for(n), verdicts_parser(n)
+            )
         except JudgeError as exc:
-            return [with_usage(judge_error(self.spec, exc), usage, ctx.judge.model)]
+            return [judge_error(self.spec, exc)]
+        return [self._result(task, criteria, verdicts, temperature, sources)]
 
+    def _result(
+        self, task: str, criteria: list[str], verdicts: list[Verdict], temperature: float, sources: tuple[str, str]
+    ) -> MetricResult:
         weights = [V5_PLUS[v.verdict] for v in verdicts]
         evidence = {
             "task_description": task,
-            "task_description_source": task_source,
+            "task_description_source": sources[0],
             "success_criteria": criteria,
-            "success_criteria_source": criteria_source,
+            "success_criteria_source": sources[1],
             "verdicts": [
                 {"criterion": c, "verdict": v.verdict, "weight": w, "reason": v.reason}
                 for c, v, w in zip(criteria, verdicts, weights, strict=True)
             ],
             "temperature": temperature,
         }
-        result = score_result(
+        return score_result(
             NAME,
             score_agg(weights, temperature),
             threshold=self.spec.threshold,
@@ -256,4 +301,3 @@ class TaskSuccess(MetricBase):
             evidence=evidence,
             version=VERSION,
         )
-        return [with_usage(result, usage, ctx.judge.model)]

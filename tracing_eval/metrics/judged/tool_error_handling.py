@@ -2,16 +2,17 @@
 
 Runs only on the turns where the deterministic `tool_errors` result found a failed call (taken
 from `ctx.deterministic`, or computed here when the deterministic tier did not run). One judge
-call per such turn, all at once, with the turn's tool history rendered `name(args) -> ERROR: ...`
-and the reply. The answer gives `handled`, error types from eval_lib's taxonomy and a severity.
+call per such turn, all at once; the request shows the system prompt and that turn only (its tool
+calls, results and reply), never a later turn. The answer gives error types from eval_lib's
+taxonomy, a reason, `handled` and a severity.
 
 Score (higher is better): handled → 1.0 (label `handled`); otherwise by severity: low 0.7,
 medium 0.3, high 0.0 (label = the severity); `none` with `handled: false` is a contradiction and
 a parse error. The thread result is the mean over the judged turns, labelled with the worst one.
 No tool calls → not_applicable; tool calls that all succeeded → skipped.
 
-Reuse: a verdict depends on the turn only, so `input_hash` is the turn's content hash;
-a prior result from `ctx.reuse` with the same key, version and judge model is taken as is.
+Reuse: `input_hash` is the hash of exactly what was sent; a prior result from `ctx.reuse` with
+the same key, version and judge model is taken as is.
 """
 
 from __future__ import annotations
@@ -29,18 +30,20 @@ from tracing_eval.metrics.judged.base import (
     JudgeRequest,
     JudgeUsage,
     MalformedAnswer,
+    annotate,
     judge_error,
     label_of,
     reuse_prior,
     skipped,
+    strict_object,
     text_of,
     with_usage,
 )
-from tracing_eval.metrics.judged.transcript import render_tool_call
+from tracing_eval.metrics.judged.transcript import Rendered
 from tracing_eval.model import MetricResult, Scope, Status, Thread, Turn, not_applicable, score_result
 
 NAME = "tool_error_handling"
-VERSION = "1"
+VERSION = "2"
 ERROR_TYPES = (
     "parameter_error",
     "invalid_function",
@@ -54,13 +57,8 @@ SEVERITY: dict[str, float] = {"none": 1.0, "low": 0.7, "medium": 0.3, "high": 0.
 _RANK = {"handled": 0, "low": 1, "medium": 2, "high": 3}
 
 INSTRUCTIONS = """\
-TASK: tool error handling in turn {turn}.
-Tool calls of this turn, in order:
-{history}
-Final reply of the assistant in this turn (message [{message}]):
-<<<
-{reply}
->>>
+TASK: tool error handling in turn {turn}, shown above with its tool calls; the assistant's final \
+reply in it is {message}.
 {findings}
 Did the assistant handle the failed tool call(s) well? Good handling: fix the cause and retry, use \
 another way, or tell the user plainly what failed and what they can do. Classify what went wrong \
@@ -71,19 +69,17 @@ with these types (an empty list if nothing did):
 - result_ignored: the reply disregards or misstates what a tool returned, e.g. claims success after a failure;
 - repeated_failure: the same failing call retried without a change;
 - error_handling: the failure is hidden from the user, or no recovery or next step is offered.
-Severity is the harm to the user of how the error was handled: none, low, medium or high. Give a short reason."""
+Severity is the harm to the user of how the error was handled: none, low, medium or high.
+Answer in JSON: error_types, then reason (short), then handled, then severity."""
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "handled": {"type": "boolean"},
+SCHEMA: dict[str, Any] = strict_object(
+    {
         "error_types": {"type": "array", "items": {"type": "string", "enum": list(ERROR_TYPES)}},
-        "severity": {"type": "string", "enum": list(SEVERITY)},
         "reason": {"type": "string"},
-    },
-    "required": ["handled", "error_types", "severity", "reason"],
-    "additionalProperties": False,
-}
+        "handled": {"type": "boolean"},
+        "severity": {"type": "string", "enum": list(SEVERITY)},
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -131,10 +127,6 @@ def findings_text(evidence: dict[str, Any]) -> str:
     return "Rule-based findings: " + "; ".join(notes) + "."
 
 
-def history_text(turn: Turn) -> str:
-    return "\n".join(f"{k}. {render_tool_call(call)}" for k, call in enumerate(turn.tool_calls, 1))
-
-
 class ToolErrorHandling(MetricBase):
     """Per turn with a failed tool call: was the failure handled? Plus the thread's mean."""
 
@@ -158,39 +150,45 @@ class ToolErrorHandling(MetricBase):
         turns = [t for t in thread.turns if t.index in failing]
         if not turns:
             return [skipped(self.spec, "no tool errors found by the deterministic tier")]
-        reused = {t.index: r for t in turns if (r := self._reused(t, ctx)) is not None}
-        fresh = [t for t in turns if t.index not in reused]
         last_reply = {x.turn: x.position for x in replies(thread)}
+        todo = [(t, *self._request(t, failing[t.index], last_reply.get(t.index), thread, ctx)) for t in turns]
+        reused = {t.index: r for t, req, rendered in todo if (r := self._reused(t, req, rendered, ctx)) is not None}
+        fresh = [item for item in todo if item[0].index not in reused]
         judged = await asyncio.gather(
-            *(self._judge(t, failing[t.index], last_reply.get(t.index), thread, ctx) for t in fresh)
+            *(self._judge(t, failing[t.index], req, rendered, ctx) for t, req, rendered in fresh)
         )
         total = JudgeUsage()
         for _, usage in judged:
             total.add(usage)
-        by_turn = reused | {t.index: r for t, (r, _) in zip(fresh, judged, strict=True)}
+        by_turn = reused | {t.index: r for (t, _, _), (r, _) in zip(fresh, judged, strict=True)}
         results = [by_turn[t.index] for t in turns]
         return [*results, self._thread_result(results, total, ctx)]
 
-    def _reused(self, turn: Turn, ctx: JudgeContext) -> MetricResult | None:
-        prior = ctx.reuse.get((NAME, turn.content_hash))
-        return reuse_prior(self.spec, prior, turn.content_hash, ctx, turn.index)
-
-    async def _judge(
-        self, turn: Turn, evidence: dict[str, Any], position: int | None, thread: Thread, ctx: JudgeContext
-    ) -> tuple[MetricResult, JudgeUsage]:
+    @staticmethod
+    def _request(
+        turn: Turn, evidence: dict[str, Any], position: int | None, thread: Thread, ctx: JudgeContext
+    ) -> tuple[JudgeRequest, Rendered]:
+        """The system prompt and this turn only, and the question about it."""
+        rendered = ctx.transcripts.window(turn.index, turn.index)
         instructions = INSTRUCTIONS.format(
             turn=turn.index,
-            history=history_text(turn),
-            message="none" if position is None else position,
-            reply=turn.assistant_text or "(no reply with text)",
+            message="none (no reply with text)" if position is None else f"message [{position}]",
             findings=findings_text(evidence),
         )
+        return JudgeRequest(NAME, rendered.text, instructions, SCHEMA, thread.key), rendered
+
+    def _reused(self, turn: Turn, request: JudgeRequest, rendered: Rendered, ctx: JudgeContext) -> MetricResult | None:
+        key = request.digest()
+        prior = reuse_prior(self.spec, ctx.reuse.get((NAME, key)), key, ctx, turn.index)
+        return None if prior is None else annotate(prior, rendered, ctx.transcripts.injection(turn.index, turn.index))
+
+    async def _judge(
+        self, turn: Turn, evidence: dict[str, Any], request: JudgeRequest, rendered: Rendered, ctx: JudgeContext
+    ) -> tuple[MetricResult, JudgeUsage]:
         try:
-            verdict, usage = await ctx.judge.ask(
-                JudgeRequest(NAME, ctx.transcript, instructions, SCHEMA, thread.key), parse
-            )
+            verdict, usage = await ctx.judge.ask(request, parse)
         except JudgeError as exc:
-            return judge_error(self.spec, exc, turn_index=turn.index), JudgeUsage()
+            return judge_error(self.spec, exc, turn_index=turn.index), exc.usage
         result = score_result(
             NAME,
             verdict.score,
@@ -207,8 +205,9 @@ class ToolErrorHandling(MetricBase):
             },
             version=VERSION,
         )
-        result.input_hash = turn.content_hash
-        return with_usage(result, usage, ctx.judge.model), usage
+        result.input_hash = request.digest()
+        injection = ctx.transcripts.injection(turn.index, turn.index)
+        return annotate(with_usage(result, usage, ctx.judge.model), rendered, injection), usage
 
     def _thread_result(self, turns: list[MetricResult], usage: JudgeUsage, ctx: JudgeContext) -> MetricResult:
         ok = [r for r in turns if r.status == Status.OK]

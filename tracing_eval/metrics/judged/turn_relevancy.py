@@ -1,21 +1,21 @@
 """L5 `turn_relevancy`: is each reply relevant to the conversation window it answers?
 
 For every turn i with an assistant reply, one judge call (all issued at once) asks whether the
-last assistant reply of turn i is relevant given turns [i-W+1 .. i] (option `window`, default 5).
-The judge reads the shared full transcript and is told the window bounds. Per-turn results score
-1 (`relevant`) or 0 (`irrelevant`); the thread result is #relevant / #judged turns, over the turns
-that could be judged (the others are listed in its evidence).
+last assistant reply of turn i is relevant to its window, turns [i-W+1 .. i] (option `window`,
+default 5). The request holds exactly that past: the system prompt, a line saying that earlier
+turns are not shown, and the window up to the judged reply; nothing that came after it. So the
+cost of a thread grows as O(n·W), and a verdict cannot depend on later turns. Per-turn results
+score 1 (`relevant`) or 0 (`irrelevant`); the thread result is #relevant / #judged turns, over the
+turns that could be judged (the others are listed in its evidence).
 
-Reuse: a verdict depends on the whole window, so each turn result carries
-`input_hash` = hash of (W, the window turns' content hashes). A prior result from `ctx.reuse`
-(keyed by (name, input_hash)) is taken only when its metric version and judge model match too;
-a turn whose window changed is judged again.
+Reuse: each turn result carries `input_hash`, the hash of exactly what was sent (window text,
+instructions, schema). A prior result from `ctx.reuse` (keyed by (name, input_hash)) is taken
+only when its metric version and judge model match too; a turn whose window changed is judged again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,34 +26,34 @@ from tracing_eval.metrics.judged.base import (
     JudgeError,
     JudgeRequest,
     JudgeUsage,
+    annotate,
     judge_error,
     label_of,
     reuse_prior,
+    strict_object,
     text_of,
     with_usage,
 )
+from tracing_eval.metrics.judged.transcript import Rendered
 from tracing_eval.model import MetricResult, Scope, Status, Thread, Turn, not_applicable, score_result
 
 NAME = "turn_relevancy"
-VERSION = "1"
+VERSION = "2"
 DEFAULT_WINDOW = 5
 _VERDICTS = {"yes": 1.0, "no": 0.0}
 
 INSTRUCTIONS = """\
 TASK: turn relevancy.
-Judge only message [{message}], the last assistant reply of turn {turn}. Its context is the window \
-of turns {first} to {turn} (the last {window} turns at most); ignore everything after turn {turn}. \
-Answer yes if the reply addresses what the user asked or needs at that point of the window, or \
-moves it forward sensibly (a needed clarifying question counts). Answer no if it is off topic, \
-answers a different or stale request, repeats itself without progress, or ignores the user's \
-latest message. Give a short reason."""
+Judge only the last message shown, [{message}]: the assistant's reply in turn {turn}. What is \
+shown is its context: the last {window} turns at most, up to that reply. Answer yes if the reply \
+addresses what the user asked or needs at that point, or moves it forward sensibly (a needed \
+clarifying question counts). Answer no if it is off topic, answers a different or stale request, \
+repeats itself without progress, or ignores the user's latest message.
+Answer in JSON: reason (short), then verdict."""
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"verdict": {"type": "string", "enum": list(_VERDICTS)}, "reason": {"type": "string"}},
-    "required": ["verdict", "reason"],
-    "additionalProperties": False,
-}
+SCHEMA: dict[str, Any] = strict_object(
+    {"reason": {"type": "string"}, "verdict": {"type": "string", "enum": list(_VERDICTS)}}
+)
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,6 @@ class Window:
     message: int  # position of the judged reply
     first: int  # index of the first turn in the window
     size: int
-    key: str  # reuse key: W and the window turns' content hashes
 
 
 def windows(thread: Thread, size: int) -> list[Window]:
@@ -84,9 +83,15 @@ def windows(thread: Thread, size: int) -> list[Window]:
         if turn.index not in last_reply:
             continue
         span = thread.turns[max(0, k - size + 1) : k + 1]
-        digest = hashlib.sha256(f"{size}|{','.join(t.content_hash for t in span)}".encode()).hexdigest()[:32]
-        out.append(Window(turn, last_reply[turn.index], span[0].index, size, digest))
+        out.append(Window(turn, last_reply[turn.index], span[0].index, size))
     return out
+
+
+def request_for(w: Window, thread: Thread, ctx: JudgeContext) -> tuple[JudgeRequest, Rendered]:
+    """Exactly what the judge sees for one window: its past, up to the judged reply."""
+    rendered = ctx.transcripts.window(w.first, w.turn.index, until=w.message)
+    instructions = INSTRUCTIONS.format(message=w.message, turn=w.turn.index, window=w.size)
+    return JudgeRequest(NAME, rendered.text, instructions, SCHEMA, thread.key), rendered
 
 
 def window_size(options: dict[str, Any]) -> int:
@@ -110,33 +115,41 @@ class TurnRelevancy(MetricBase):
             size = window_size(ctx.options)
         except ValueError as exc:
             return [judge_error(self.spec, exc)]
-        todo = windows(thread, size)
+        todo = [(w, *request_for(w, thread, ctx)) for w in windows(thread, size)]
         if not todo:
             return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
-        reused = {w.turn.index: r for w in todo if (r := self._reused(w, ctx)) is not None}
-        fresh = [w for w in todo if w.turn.index not in reused]
-        judged = await asyncio.gather(*(self._judge(w, thread, ctx) for w in fresh))
+        reused = {
+            w.turn.index: r for w, req, rendered in todo if (r := self._reused(w, req, rendered, ctx)) is not None
+        }
+        fresh = [item for item in todo if item[0].turn.index not in reused]
+        judged = await asyncio.gather(*(self._judge(w, req, rendered, ctx) for w, req, rendered in fresh))
         total = JudgeUsage()
         for _, usage in judged:
             total.add(usage)
-        by_turn = reused | {w.turn.index: r for w, (r, _) in zip(fresh, judged, strict=True)}
-        results = [by_turn[w.turn.index] for w in todo]
+        by_turn = reused | {w.turn.index: r for (w, _, _), (r, _) in zip(fresh, judged, strict=True)}
+        results = [by_turn[w.turn.index] for w, _, _ in todo]
         return [*results, self._thread_result(results, total, ctx, size)]
 
-    def _reused(self, w: Window, ctx: JudgeContext) -> MetricResult | None:
-        return reuse_prior(self.spec, ctx.reuse.get((NAME, w.key)), w.key, ctx, w.turn.index, self._evidence(w))
+    def _reused(self, w: Window, request: JudgeRequest, rendered: Rendered, ctx: JudgeContext) -> MetricResult | None:
+        key = request.digest()
+        prior = reuse_prior(self.spec, ctx.reuse.get((NAME, key)), key, ctx, w.turn.index, self._evidence(w))
+        return None if prior is None else self._annotated(prior, w, rendered, ctx)
 
     @staticmethod
     def _evidence(w: Window) -> dict[str, Any]:
         return {"message": w.message, "window": [w.first, w.turn.index]}
 
-    async def _judge(self, w: Window, thread: Thread, ctx: JudgeContext) -> tuple[MetricResult, JudgeUsage]:
-        instructions = INSTRUCTIONS.format(message=w.message, turn=w.turn.index, first=w.first, window=w.size)
-        request = JudgeRequest(NAME, ctx.transcript, instructions, SCHEMA, thread.key)
+    @staticmethod
+    def _annotated(result: MetricResult, w: Window, rendered: Rendered, ctx: JudgeContext) -> MetricResult:
+        return annotate(result, rendered, ctx.transcripts.injection(w.first, w.turn.index, w.message))
+
+    async def _judge(
+        self, w: Window, request: JudgeRequest, rendered: Rendered, ctx: JudgeContext
+    ) -> tuple[MetricResult, JudgeUsage]:
         try:
             answer, usage = await ctx.judge.ask(request, parse)
         except JudgeError as exc:
-            return judge_error(self.spec, exc, turn_index=w.turn.index), JudgeUsage()
+            return judge_error(self.spec, exc, turn_index=w.turn.index), exc.usage
         relevant = answer.verdict == "yes"
         result = score_result(
             NAME,
@@ -149,8 +162,8 @@ class TurnRelevancy(MetricBase):
             evidence=self._evidence(w),
             version=VERSION,
         )
-        result.input_hash = w.key
-        return with_usage(result, usage, ctx.judge.model), usage
+        result.input_hash = request.digest()
+        return self._annotated(with_usage(result, usage, ctx.judge.model), w, rendered, ctx), usage
 
     def _thread_result(
         self, turns: list[MetricResult], usage: JudgeUsage, ctx: JudgeContext, size: int
