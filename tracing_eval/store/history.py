@@ -31,11 +31,11 @@ from tracing_eval.model import Span, SpanEvent
 
 #: Marker key of an attribute whose history was moved into the thread's message chains.
 MARK = "\x00history"
-#: Flattened histories, one node per index, with the fields that show one is there (its first message
-#: has a role); a history that shows none of them stays inline.
+#: Flattened histories, one node per index, with the key that shows one is there (its first message's
+#: role); a history without it stays inline.
 FLAT_PREFIXES = (
-    ("llm.input_messages.", ("0.message.role",)),
-    ("gen_ai.prompt.", ("0.role",)),
+    ("llm.input_messages.", "llm.input_messages.0.message.role"),
+    ("gen_ai.prompt.", "gen_ai.prompt.0.role"),
 )
 #: Attributes holding a JSON message list (or an object with `messages`): conversation inputs, and
 #: system instructions, which every chat span of a thread repeats.
@@ -122,11 +122,13 @@ def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str
         keys = list(value)
         marker["at"] = keys.index("messages")
         marker["rest"] = {k: v for k, v in value.items() if k != "messages"}
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+    if type(messages) is not list or not messages:
         return None
     try:
-        items = [orjson.dumps(m) for m in messages]
+        items = [orjson.dumps(m) for m in messages if type(m) is dict]
     except (TypeError, orjson.JSONEncodeError):
+        return None
+    if len(items) != len(messages):  # not a list of objects
         return None
     if not as_text and sum(map(len, items)) < MIN_CHARS:
         return None
@@ -168,7 +170,7 @@ def split(attrs: dict[str, Any], nodes: Nodes, chains: Chains, thread_key: str) 
             out = out if out is not None else dict(attrs)
             out[key] = {MARK: marker}
     for prefix, first in FLAT_PREFIXES:
-        if not any(prefix + f in attrs for f in first):
+        if first not in attrs:
             continue
         found = _flat_history(attrs, prefix, nodes, chains, (thread_key, prefix))
         if found is not None:
