@@ -266,7 +266,9 @@ async def test_a_schema_1_store_is_upgraded_in_place(store: SqlStore, settings: 
         await upgraded.close()
 
 
-async def test_a_tick_claims_batch_after_batch_while_full_batches_are_ready(store: SqlStore, settings: Settings) -> None:
+async def test_a_tick_claims_batch_after_batch_while_full_batches_are_ready(
+    store: SqlStore, settings: Settings
+) -> None:
     """A backlog drains without waiting a tick interval per batch."""
     clock = Clock(T0)
     settings.schedule.batch_size = 3
