@@ -15,14 +15,14 @@ Per backend:
    with a one-day tick, so nothing is claimed; one client on core 1 posts every body and needs a 200
    for each (a 429/503 is retried after its Retry-After). Then SIGTERM.
 3. **Drain.** The same store, the sidecar started again on core 0 with a 1 s tick, `--sink otlp` to an
-   OTLP/HTTP endpoint in this process (every result becomes an outbox row and an evaluation event) and
-   the deterministic metric pack. It claims batch after batch. Done when every conversation was
+   OTLP/HTTP endpoint in this process (every result becomes an outbox row and an evaluation event;
+   `--sink none`: the store only) and the deterministic metric pack. It claims batch after batch. Done when every conversation was
    evaluated as a whole thread, none is ready and the outbox is empty.
 
 Memory: VmRSS of the sidecar every 0.5 s, and VmHWM when it stops, for both sidecar processes. CPU:
 utime + stime of the sidecar. The drain rate is threads per wall second with the sidecar on one core,
 and threads per CPU second. PostgreSQL is `PG_BENCH_URL` (as `bench/replicas.py`), a new database per
-run. Results go to `bench/out/backlog-<backend>.json`.
+run. Results go to `bench/out/backlog-<backend>-<sink>.json`.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def scrape(car: soak.Sidecar, name: str) -> float:
     return float("nan")
 
 
-def drain(conversations: int, store_url: str, workdir: Path, batch: int) -> dict[str, Any]:
+def drain(conversations: int, store_url: str, workdir: Path, batch: int, sink: str) -> dict[str, Any]:
     """Phase 3: the same store, evaluation on; until every thread is evaluated and delivered."""
     collector = soak.Collector()
     extra = {
@@ -170,8 +170,9 @@ def drain(conversations: int, store_url: str, workdir: Path, batch: int) -> dict
         "TRACING_EVAL_SINKS__OTLP__ENDPOINT": collector.endpoint,
         "TRACING_EVAL_RETENTION__ENABLED": "false",
     }
+    sinks = ["otlp"] if sink == "otlp" else []
     car = soak.Sidecar(
-        env_for(store_url, extra), workdir, ["otlp"], prefix=["taskset", "-c", str(SIDECAR_CORE)], name="drain"
+        env_for(store_url, extra), workdir, sinks, prefix=["taskset", "-c", str(SIDECAR_CORE)], name="drain"
     )
     sampler = RssSampler(car)
     sampler.start()
@@ -219,7 +220,9 @@ def drain(conversations: int, store_url: str, workdir: Path, batch: int) -> dict
     }
 
 
-def run_backend(backend: str, paths: list[Path], conversations: int, batch: int, keep: bool) -> dict[str, Any]:
+def run_backend(
+    backend: str, paths: list[Path], conversations: int, batch: int, sink: str, keep: bool
+) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="tracing-eval-backlog-"))
     db_name = None
     if backend == "sqlite":
@@ -232,8 +235,8 @@ def run_backend(backend: str, paths: list[Path], conversations: int, batch: int,
         if backend == "sqlite":
             first["store_file_bytes"] = sum(p.stat().st_size for p in workdir.glob("store.db*"))
         soak.log(f"{backend}: drain")
-        second = drain(conversations, store_url, workdir, batch)
-        return {"backend": backend, "ingest": first, "drain": second}
+        second = drain(conversations, store_url, workdir, batch, sink)
+        return {"backend": backend, "sink": sink, "ingest": first, "drain": second}
     finally:
         if db_name is not None:
             replicas.admin(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
@@ -246,6 +249,12 @@ def main() -> None:
     ap.add_argument("--spans", type=int, default=1_000_000, help="at least this many spans (whole conversations)")
     ap.add_argument("--backends", default="sqlite,postgresql")
     ap.add_argument("--batch", type=int, default=100, help="threads claimed per batch while draining")
+    ap.add_argument(
+        "--sink",
+        choices=("otlp", "none"),
+        default="otlp",
+        help="otlp: results go through the outbox to an OTLP endpoint here; none: the store only",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temporary folders (stores, sidecar logs)")
     args = ap.parse_args()
     conversations = math.ceil(args.spans / SPANS_PER_CONVERSATION)
@@ -254,7 +263,7 @@ def main() -> None:
 
     os.sched_setaffinity(0, {CLIENT_CORE})
     results = [
-        run_backend(b.strip(), paths, conversations, args.batch, args.keep)
+        run_backend(b.strip(), paths, conversations, args.batch, args.sink, args.keep)
         for b in args.backends.split(",")
         if b.strip()
     ]
@@ -293,7 +302,7 @@ def main() -> None:
         )
     )
     for r in results:
-        path = write_json(f"backlog-{r['backend']}.json", {"machine": machine(), "args": vars(args), **r})
+        path = write_json(f"backlog-{r['backend']}-{args.sink}.json", {"machine": machine(), "args": vars(args), **r})
         soak.log(f"wrote {path}")
 
 
