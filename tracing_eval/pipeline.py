@@ -122,7 +122,12 @@ class Pipeline:
             except Exception as exc:  # the store failed: every claim is retried later
                 await self._failed(claims, exc, stats)
                 return
-            done = [e for c in claims if (e := await self._evaluate(c, stats, loaded[c.thread_key])) is not None]
+            done = []
+            for claim in claims:
+                evaluated = await self._evaluate(claim, stats, loaded[claim.thread_key])
+                if evaluated is not None:
+                    done.append(evaluated)
+                await asyncio.sleep(0)  # the receiver and /healthz are served between threads
             await self._record(done, stats)
             return
         gate = asyncio.Semaphore(self.settings.judge.max_concurrency)
