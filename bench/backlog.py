@@ -22,7 +22,9 @@ Per backend:
 Memory: VmRSS of the sidecar every 0.5 s, and VmHWM when it stops, for both sidecar processes. CPU:
 utime + stime of the sidecar. The drain rate is threads per wall second with the sidecar on one core,
 and threads per CPU second. PostgreSQL is `PG_BENCH_URL` (as `bench/replicas.py`), a new database per
-run. Results go to `bench/out/backlog-<backend>-<sink>.json`.
+run; between ingest and drain the bench runs `ANALYZE` there, as autovacuum would after a bulk load
+(the development machine's server runs with `autovacuum = off`, and without statistics the planner
+scans whole tables for every batch). Results go to `bench/out/backlog-<backend>-<sink>.json`.
 """
 
 from __future__ import annotations
@@ -234,6 +236,8 @@ def run_backend(
         first = ingest(paths, store_url, workdir)
         if backend == "sqlite":
             first["store_file_bytes"] = sum(p.stat().st_size for p in workdir.glob("store.db*"))
+        if db_name is not None:  # what autovacuum does after a bulk load; this machine's server has it off
+            replicas.admin_in(db_name, "ANALYZE")
         soak.log(f"{backend}: drain")
         second = drain(conversations, store_url, workdir, batch, sink)
         return {"backend": backend, "sink": sink, "ingest": first, "drain": second}
