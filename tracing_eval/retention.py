@@ -21,16 +21,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
-
-import structlog
 
 from tracing_eval.assemble import thread_from_stored
 from tracing_eval.config import RetentionSettings
-from tracing_eval.store.base import StoredThread
+from tracing_eval.store.base import Store
 from tracing_eval.store.history import RETENTION_FLOOR_SECONDS
-
-log = structlog.get_logger(__name__)
 
 DAY = 86400.0
 #: Threads whose data goes per transaction
@@ -43,26 +38,6 @@ PAGES_PER_STEP = 2048
 RUN_SECONDS = 60.0
 
 
-class RetentionStore(Protocol):
-    """What retention asks of the store (`SqlStore` has it)."""
-
-    async def prunable_threads(self, idle_before: float, limit: int) -> list[tuple[str, bool]]: ...
-
-    async def load_thread(self, thread_key: str) -> StoredThread: ...
-
-    async def prune_spans(
-        self, keys: list[str], parts: dict[str, tuple[int, bytes]], idle_before: float
-    ) -> dict[str, int]: ...
-
-    async def expired_threads(self, idle_before: float, limit: int) -> list[str]: ...
-
-    async def delete_threads(self, keys: list[str], idle_before: float) -> dict[str, int]: ...
-
-    async def delete_old(self, what: str, before: float, limit: int) -> int: ...
-
-    async def reclaim(self, pages: int) -> int: ...
-
-
 @dataclass
 class RetentionRun:
     """What one run deleted (rows per table or kind), pages given back, and whether it finished."""
@@ -73,7 +48,7 @@ class RetentionRun:
 
 
 async def retain(
-    store: RetentionStore,
+    store: Store,
     settings: RetentionSettings,
     now: float,
     *,
