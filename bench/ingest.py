@@ -207,6 +207,24 @@ def _proc_hwm_mb(pid: int) -> float:
     return float("nan")
 
 
+def wait_healthy(server: subprocess.Popen[bytes], base: str, seconds: float, output: Any) -> None:
+    """Until `base/healthz` answers 200; raises with the server's last output if it exits or takes too long."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited: {output()}")
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server did not become healthy in {seconds:g} s")
+        time.sleep(0.2)
+
+
 def http_run(
     bodies: list[bytes],
     body_spans: list[int],
@@ -241,18 +259,7 @@ def http_run(
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"server exited: {server.stderr.read().decode()[-2000:] if server.stderr else ''}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not become healthy in 60 s")
-            time.sleep(0.2)
+        wait_healthy(server, base, 60, lambda: server.stderr.read().decode()[-2000:] if server.stderr else "")
         os.sched_setaffinity(0, {1 - CORE})  # the client runs on the other core
         headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}
         accepted = [0] * clients
@@ -332,18 +339,7 @@ def phoenix_run(bodies: list[bytes], body_spans: list[int], workdir: Path, insta
     base = f"http://127.0.0.1:{port}"
     db = home / "phoenix.db"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"phoenix exited: {(home / 'phoenix.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("phoenix did not become healthy in 180 s")
-            time.sleep(0.5)
+        wait_healthy(server, base, 180, lambda: (home / "phoenix.log").read_text()[-2000:])
         os.sched_setaffinity(0, {1 - CORE})
         headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}
         sent = sum(body_spans)
