@@ -16,6 +16,7 @@ from starlette.routing import Route
 from tests.fakes.loopback import LoopbackServer
 from tests.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_otlp_sink import Collector
+from tests.test_retention import Clock
 from tracing_eval.config import Settings
 from tracing_eval.store import schema as t
 from tracing_eval.store.sql import SqlStore
@@ -27,14 +28,6 @@ DAYS = 90
 STEPS_PER_DAY = 4  # the clock moves 6 hours per step
 NEW_PER_STEP = 2  # conversations started per step: 8 a day
 TURNS = 3  # one turn per step, so a conversation spans three steps
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def turn_body(conv: str, i: int, history: list[dict[str, Any]]) -> bytes:

@@ -30,6 +30,8 @@ T0 = 1_800_000_000.0
 
 
 class Clock:
+    """A clock the test moves by hand."""
+
     def __init__(self, now: float) -> None:
         self.now = now
 
