@@ -266,11 +266,11 @@ def main() -> None:
     import os
 
     os.sched_setaffinity(0, {CLIENT_CORE})
-    results = [
-        run_backend(b.strip(), paths, conversations, args.batch, args.sink, args.keep)
-        for b in args.backends.split(",")
-        if b.strip()
-    ]
+    results = []
+    for backend in (b.strip() for b in args.backends.split(",") if b.strip()):
+        results.append(run_backend(backend, paths, conversations, args.batch, args.sink, args.keep))
+        name = f"backlog-{backend}-{args.sink}.json"
+        soak.log(f"wrote {write_json(name, {'machine': machine(), 'args': vars(args), **results[-1]})}")
     rows = []
     for r in results:
         i, d = r["ingest"], r["drain"]
@@ -305,9 +305,6 @@ def main() -> None:
             rows,
         )
     )
-    for r in results:
-        path = write_json(f"backlog-{r['backend']}-{args.sink}.json", {"machine": machine(), "args": vars(args), **r})
-        soak.log(f"wrote {path}")
 
 
 if __name__ == "__main__":
