@@ -138,20 +138,12 @@ def _is_text_block(value: Any) -> bool:
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     """Group flattened `<prefix>N.<rest>` attributes by N, in index order: `[{rest: value}, ...]`."""
     groups: dict[int, dict[str, Any]] = {}
-    numbers: dict[str, int | None] = {}  # each index as written, checked once
-    n = len(prefix)
     for key, value in attrs.items():
         if not isinstance(key, str) or not key.startswith(prefix):
             continue
-        index, _, rest = key[n:].partition(".")
-        number = numbers.get(index, -1)
-        if number == -1:  # int() refuses 4300+ digits
-            number = numbers[index] = int(index) if index.isascii() and index.isdigit() and len(index) < 10 else None
-        if rest and number is not None:
-            group = groups.get(number)
-            if group is None:
-                group = groups[number] = {}
-            group[rest] = value
+        index, _, rest = key[len(prefix) :].partition(".")
+        if rest and index.isascii() and index.isdigit() and len(index) < 10:  # int() refuses 4300+ digits
+            groups.setdefault(int(index), {})[rest] = value
     return [groups[i] for i in sorted(groups)]
 
 
