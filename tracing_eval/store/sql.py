@@ -820,23 +820,35 @@ class SqlStore:
     async def renew_outbox(self, row: OutboxRow, now: float, lease_seconds: float) -> OutboxRow | None:
         """On PostgreSQL, the lease taken by `pending_outbox` is the fencing token: it is extended only
         if the row still carries it (SQLite: one sidecar, nothing to renew)."""
-        if self.dialect != "postgresql":
-            return row
+        return (await self.renew_outbox_many([row], now, lease_seconds))[0]
+
+    async def renew_outbox_many(
+        self, rows: Sequence[OutboxRow], now: float, lease_seconds: float
+    ) -> list[OutboxRow | None]:
+        """`renew_outbox` for the rows of a batch about to go out in one delivery, in one transaction:
+        each row in its place, or None where another replica took the row over."""
+        if self.dialect != "postgresql" or not rows:
+            return list(rows)
         ob = t.outbox.c
-        renew = (
-            update(t.outbox)
-            .where(
-                ob.id == row.id,
-                ob.next_attempt_at == row.lease_until,
-                ob.delivered_at.is_(None),
-                ob.failed.is_(False),
-            )
-            .values(next_attempt_at=now + lease_seconds)
-            .returning(ob.next_attempt_at)
-        )
+        renewed: dict[int, float] = {}
+        by_lease: dict[float, list[int]] = defaultdict(list)
+        for row in rows:  # the rows of one `pending_outbox` call share their lease
+            by_lease[row.lease_until].append(row.id)
         async with self.engine.begin() as conn:
-            lease = (await conn.execute(renew)).scalar()
-        return None if lease is None else replace(row, lease_until=lease)
+            for lease, ids in sorted(by_lease.items()):
+                renew = (
+                    update(t.outbox)
+                    .where(
+                        ob.id.in_(sorted(ids)),
+                        ob.next_attempt_at == lease,
+                        ob.delivered_at.is_(None),
+                        ob.failed.is_(False),
+                    )
+                    .values(next_attempt_at=now + lease_seconds)
+                    .returning(ob.id, ob.next_attempt_at)
+                )
+                renewed.update({i: until for i, until in await conn.execute(renew)})
+        return [replace(row, lease_until=renewed[row.id]) if row.id in renewed else None for row in rows]
 
     async def outbox_done(self, row_ids: Sequence[int], now: float) -> None:
         async with self.engine.begin() as conn:
