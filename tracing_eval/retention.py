@@ -5,7 +5,7 @@ short transaction, so ingest and evaluation never wait long), until nothing is l
 (the next run goes on):
 
 1. spans, log events and histories of threads evaluated at their last version (or not sampled) and
-   idle for `spans_days`: their turns stay, as the compact transcript the store keeps per trace
+   idle for `spans_days` (threads idle for less than an hour are never touched, whatever the settings): their turns stay, as the compact transcript the store keeps per trace
    (traces never assembled, e.g. stored by an older tracing-eval, are assembled first);
 2. everything of threads idle for `results_days`;
 3. delivered outbox rows after `outbox_days`, parked ones after `results_days`; review items resolved,
@@ -59,7 +59,7 @@ async def retain(
     run = RetentionRun()
     deadline = clock() + budget_seconds
     spans_before = now - max(settings.spans_days * DAY, RETENTION_FLOOR_SECONDS)
-    results_before = now - settings.results_days * DAY
+    results_before = now - max(settings.results_days * DAY, RETENTION_FLOOR_SECONDS)
 
     def out_of_time() -> bool:
         if clock() >= deadline:
