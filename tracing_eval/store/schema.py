@@ -20,6 +20,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
     false,
 )
 
@@ -152,6 +153,11 @@ outbox = Table(
     Index("ix_outbox_delivered", "delivered_at"),
 )
 
+#: Rows waiting for delivery in the order they are taken (`ORDER BY id`): without it a large backlog
+#: is sorted whole for every batch taken.
+_waiting = and_(outbox.c.delivered_at.is_(None), outbox.c.failed.is_(False))
+Index("ix_outbox_waiting", outbox.c.sink, outbox.c.id, postgresql_where=_waiting, sqlite_where=_waiting)
+
 #: Threads routed for human review, once per thread version.
 review_items = Table(
     "review_items",
@@ -188,4 +194,10 @@ judge_cache = Table(
 )
 
 #: Indexes added by schema version 2 to tables of version 1 (created on upgrade).
-V2_INDEXES = ("ix_threads_idle", "ix_outbox_delivered", "ix_review_resolved", "ix_judge_cache_created")
+V2_INDEXES = (
+    "ix_threads_idle",
+    "ix_outbox_delivered",
+    "ix_outbox_waiting",
+    "ix_review_resolved",
+    "ix_judge_cache_created",
+)
