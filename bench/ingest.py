@@ -7,6 +7,15 @@ Modes, all over the same gzip protobuf request bodies (see `workload.py`):
   WAL + synchronous=FULL), one transaction per request as the receiver does it;
 - `http`: `tracing-eval run --source otlp-http` as a subprocess pinned to core 0, fed by an HTTP client
   pinned to core 1; every span is counted in the store afterwards.
+- `phoenix`: Arize Phoenix (`phoenix serve`, in its own venv under `bench/out/venvs/phoenix`, created
+  with pip on first use) pinned to core 0, fed the first `--phoenix-requests` of the same bodies by the
+  same client on core 1; the rate is spans persisted (counted in Phoenix's SQLite file) per second from
+  the first request until the last span is in. Phoenix answers 200 before it persists (a queue
+  in memory); tracing-eval answers 200 only after its commit.
+
+After the `full` runs the stored spans are read back (`SqlStore.load_traces`) and compared with what
+was decoded: the same spans, ids, times and attributes (a JSON string attribute may come back with
+other spacing), so the rate is for storing all of it.
 
 `decode` and `full` run in a fresh child process pinned to core 0 (`os.sched_setaffinity`), so each
 reports its own peak RSS. Throughput is the median over `--repeat` runs.
@@ -93,9 +102,49 @@ async def _full_path(bodies: list[bytes], db: Path, warmup: int) -> dict[str, An
         "cpu_s": time.process_time() - cpu,
         "stages_s": stages,
     }
+    result["peak_rss_mb"] = peak_rss_mb()  # before reading back, which holds every decoded span
+    result["read_back"] = await _read_back(store, bodies)
     await store.close()
     result["stored"] = _count(db)
     return result
+
+
+async def _read_back(store: Any, bodies: list[bytes]) -> dict[str, int]:
+    """Compare every stored span with what was decoded: how many came back equal, and differ."""
+    from connectors.otlp.decode import PROTOBUF, decode_traces, decompress
+
+    sent = {
+        (s.trace_id, s.span_id): s
+        for body in bodies
+        for s in decode_traces(decompress(body, "gzip", LIMIT), PROTOBUF).spans
+    }
+    equal = differ = 0
+    for key in await store.thread_keys():
+        for trace in await store.load_traces(key):
+            for span in trace:
+                if _same_span(sent.pop((span.trace_id, span.span_id)), span):
+                    equal += 1
+                else:
+                    differ += 1
+    return {"equal": equal, "differ": differ, "missing": len(sent)}
+
+
+def _same_span(a: Any, b: Any) -> bool:
+    def same(x: Any, y: Any) -> bool:
+        if isinstance(x, str) and isinstance(y, str) and x != y:
+            try:
+                return json.loads(x) == json.loads(y)
+            except ValueError:
+                return False
+        return x == y
+
+    fields = ("trace_id", "span_id", "parent_id", "name", "kind", "start_ns", "end_ns", "status", "resource", "scope")
+    return (
+        all(getattr(a, f) == getattr(b, f) for f in fields)
+        and a.attributes.keys() == b.attributes.keys()
+        and all(same(v, b.attributes[k]) for k, v in a.attributes.items())
+        and [e.model_dump() for e in a.events] == [e.model_dump() for e in b.events]
+    )
 
 
 def _count(db: Path) -> dict[str, int]:
@@ -117,7 +166,7 @@ def worker(mode: str, payloads: Path, workdir: Path, warmup: int) -> None:
     else:
         result = asyncio.run(_full_path(bodies, workdir / f"full-{os.getpid()}.db", warmup))
     result["rss_loaded_mb"] = rss_loaded
-    result["peak_rss_mb"] = peak_rss_mb()
+    result.setdefault("peak_rss_mb", peak_rss_mb())
     print(json.dumps(result))
 
 
@@ -159,6 +208,24 @@ def _proc_hwm_mb(pid: int) -> float:
     return float("nan")
 
 
+def wait_healthy(server: subprocess.Popen[bytes], base: str, seconds: float, output: Any) -> None:
+    """Until `base/healthz` answers 200; raises with the server's last output if it exits or takes too long."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited: {output()}")
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server did not become healthy in {seconds:g} s")
+        time.sleep(0.2)
+
+
 def http_run(
     bodies: list[bytes],
     body_spans: list[int],
@@ -193,18 +260,7 @@ def http_run(
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"server exited: {server.stderr.read().decode()[-2000:] if server.stderr else ''}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not become healthy in 60 s")
-            time.sleep(0.2)
+        wait_healthy(server, base, 60, lambda: server.stderr.read().decode()[-2000:] if server.stderr else "")
         os.sched_setaffinity(0, {1 - CORE})  # the client runs on the other core
         headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}
         accepted = [0] * clients
@@ -251,6 +307,79 @@ def http_run(
     }
 
 
+# -- Arize Phoenix on the same bodies -----------------------------------------------------------
+
+PHOENIX = ("arize-phoenix==20.26.1",)
+
+
+def phoenix_run(bodies: list[bytes], body_spans: list[int], workdir: Path, install: bool) -> dict[str, Any]:
+    """Phoenix in its own venv on core 0, fed from core 1; spans/s until every span is in its SQLite file."""
+    import httpx
+    import judge  # the peers' venvs live with the judge bench's
+
+    python = judge.ensure_venv(judge.Venv("phoenix", PHOENIX), install)
+    home = workdir / f"phoenix-{time.monotonic_ns()}"
+    home.mkdir()
+    port, grpc_port = _free_port(), _free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("PHOENIX_", "OTEL_"))},
+        "PHOENIX_WORKING_DIR": str(home),
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(grpc_port),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+    }
+    log_file = (home / "phoenix.log").open("wb")
+    server = subprocess.Popen(
+        ["taskset", "-c", str(CORE), str(python.with_name("phoenix")), "serve"],
+        env=env,
+        cwd=home,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    db = home / "phoenix.db"
+    try:
+        wait_healthy(server, base, 180, lambda: (home / "phoenix.log").read_text()[-2000:])
+        os.sched_setaffinity(0, {1 - CORE})
+        headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}
+        sent = sum(body_spans)
+        cpu0 = _proc_cpu_s(server.pid)
+        wall = time.perf_counter()
+        statuses: dict[int, int] = {}
+        with httpx.Client(timeout=300) as client:
+            for body in bodies:
+                r = client.post(f"{base}/v1/traces", content=body, headers=headers)
+                statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+        acknowledged = time.perf_counter() - wall
+        stored = 0
+        while stored < sent and time.perf_counter() - wall < 3600:
+            time.sleep(0.2)
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as conn:
+                stored = conn.execute("SELECT count(*) FROM spans").fetchone()[0]
+        wall = time.perf_counter() - wall
+        cpu = _proc_cpu_s(server.pid) - cpu0
+        hwm = _proc_hwm_mb(server.pid)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log_file.close()
+    return {
+        "spans": stored,
+        "wall_s": wall,
+        "acknowledged_s": acknowledged,
+        "cpu_s": cpu,
+        "peak_rss_mb": hwm,
+        "statuses": statuses,
+        "stored": {"spans": stored},
+        "version": judge.pip_version(python, "arize-phoenix"),
+    }
+
+
 # -- driver ---------------------------------------------------------------------------------------
 
 
@@ -260,6 +389,8 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     best["runs_spans_per_s"] = [round(r["spans"] / r["wall_s"]) for r in runs]
     if "stored" in best:  # every run, not only the median one, must have stored every span once
         best["runs_stored_spans"] = [r["stored"]["spans"] for r in runs]
+    if "read_back" in best:
+        best["runs_read_back"] = [r["read_back"] for r in runs]
     if "statuses" in best:
         best["runs_statuses"] = [r["statuses"] for r in runs]
     return best
@@ -274,7 +405,11 @@ def main() -> None:
     ap.add_argument(
         "--warmup", type=int, default=5, help="requests processed (into a throwaway database) before timing"
     )
-    ap.add_argument("--modes", default="decode,full,http", help="comma-separated: decode, full, http")
+    ap.add_argument("--modes", default="decode,full,http,phoenix", help="comma-separated: decode, full, http, phoenix")
+    ap.add_argument(
+        "--phoenix-requests", type=int, default=20, help="how many of the bodies (from the first) Phoenix gets"
+    )
+    ap.add_argument("--no-install", action="store_true", help="fail instead of creating Phoenix's venv")
     ap.add_argument(
         "--http-clients", default="1,4", help="comma-separated numbers of concurrent exporters for the http mode"
     )
@@ -334,17 +469,29 @@ def main() -> None:
                     f"{key}: {results[key]['runs_spans_per_s']} spans/s, HTTP statuses per run {results[key]['runs_statuses']}",
                     file=sys.stderr,
                 )
+        if "phoenix" in modes:
+            n = args.phoenix_requests
+            results["phoenix"] = _median_run(
+                [
+                    phoenix_run(wl.bodies[:n], wl.body_spans[:n], workdir, not args.no_install)
+                    for _ in range(args.repeat)
+                ]
+            )
+            print(f"phoenix: {results['phoenix']['runs_spans_per_s']} spans/s", file=sys.stderr)
 
     base = results.get("decode", {}).get("spans", 0) / results["decode"]["wall_s"] if "decode" in results else None
+    base_cpu = results["decode"]["cpu_s"] / results["decode"]["spans"] if "decode" in results else None
     labels = {
         "decode": "decode only (gunzip + parse + attributes)",
         "full": "full ingest (decode + normalise + SQLite persist)",
+        "phoenix": "Arize Phoenix over HTTP, same bodies (server CPU)",
     }
     rows = []
     for mode, r in results.items():
-        bad = [n for n in r.get("runs_stored_spans", []) if n != wl.spans]
+        expected = sum(wl.body_spans[: args.phoenix_requests]) if mode == "phoenix" else wl.spans
+        bad = [n for n in r.get("runs_stored_spans", []) if n != expected]
         if bad:
-            print(f"WARNING: {mode}: a run stored {bad} spans, expected {wl.spans}", file=sys.stderr)
+            print(f"WARNING: {mode}: a run stored {bad} spans, expected {expected}", file=sys.stderr)
         if mode.startswith("http-"):
             n = int(mode.split("-")[1])
             labels[mode] = f"end to end over HTTP, {n} client{'s' if n > 1 else ''} (server CPU)"
@@ -353,7 +500,7 @@ def main() -> None:
         stored = (
             "-"
             if not runs_stored
-            else f"{wl.spans}/{wl.spans} in {len(runs_stored) - len(bad)}/{len(runs_stored)} runs"
+            else f"{expected}/{expected} in {len(runs_stored) - len(bad)}/{len(runs_stored)} runs"
         )
         rows.append(
             [
@@ -362,11 +509,24 @@ def main() -> None:
                 f"{r['cpu_s'] * 1000 / r['spans']:.3f}",
                 f"{r['peak_rss_mb']:.0f}",
                 f"{rate / base:.2f}" if base else "-",
+                f"{base_cpu / (r['cpu_s'] / r['spans']):.2f}" if base_cpu else "-",
                 stored,
             ]
         )
-    print(table(["path (1 core)", "spans/s", "CPU ms/span", "peak RSS MB", "x decode", "spans stored"], rows))
+    print(
+        table(
+            ["path (1 core)", "spans/s", "CPU ms/span", "peak RSS MB", "x decode", "x decode (CPU)", "spans stored"],
+            rows,
+        )
+    )
+    if "phoenix" in results:
+        phoenix = results["phoenix"]["spans"] / results["phoenix"]["wall_s"]
+        for mode in ("full", "http-1"):
+            if mode in results:
+                rate = results[mode]["spans"] / results[mode]["wall_s"]
+                print(f"\n{labels[mode]}: {rate / phoenix:,.0f} x Arize Phoenix's rate in this run")
     if "full" in results:
+        print(f"\nstored content read back after each full run: {results['full']['runs_read_back']}")
         st = results["full"]["stages_s"]
         total = sum(st.values())
         print("\nfull path wall time by stage: " + ", ".join(f"{k} {v / total:.0%}" for k, v in st.items()))

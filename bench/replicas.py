@@ -134,13 +134,22 @@ def build_spans(n_threads: int) -> list[list[Any]]:
 
 
 def admin(sql: str) -> None:
+    admin_in(None, sql)
+
+
+def admin_in(database: str | None, sql: str) -> None:
+    """Run one statement on PG_BENCH_URL's server, in `database` (default: PG_BENCH_URL's own)."""
     import asyncpg
     from sqlalchemy.engine import make_url
 
     async def run() -> None:
         url = make_url(ADMIN_URL)
         conn = await asyncpg.connect(
-            host=url.host, port=url.port or 5432, user=url.username, password=url.password, database=url.database
+            host=url.host,
+            port=url.port or 5432,
+            user=url.username,
+            password=url.password,
+            database=database or url.database,
         )
         try:
             await conn.execute(sql)

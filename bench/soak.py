@@ -299,11 +299,18 @@ def free_port() -> int:
 class Sidecar:
     """`tracing-eval run --source otlp-http` in a subprocess, its output in a log file."""
 
-    def __init__(self, env: dict[str, str], workdir: Path, sinks: Sequence[str]) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        workdir: Path,
+        sinks: Sequence[str],
+        prefix: Sequence[str] = (),
+        name: str = "sidecar",
+    ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.log_path = workdir / "sidecar.log"
-        cmd = [str(EXE), "run", "--source", "otlp-http", "--http", f"127.0.0.1:{self.port}"]
+        self.log_path = workdir / f"{name}.log"
+        cmd = [*prefix, str(EXE), "run", "--source", "otlp-http", "--http", f"127.0.0.1:{self.port}"]
         cmd += [arg for s in sinks for arg in ("--sink", s)]
         with self.log_path.open("wb") as out:
             self.proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=out, stderr=subprocess.STDOUT)

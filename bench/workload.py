@@ -303,16 +303,18 @@ def build(
     sizes: Sizes | None = None,
     tool_every: int = 2,
     seed: int = 7,
+    first: int = 0,
 ) -> Workload:
     """Record `conversations` x `turns` turns, turns of different conversations interleaved in time;
-    every `tool_every`-th turn of a conversation calls a tool (four spans instead of two)."""
+    every `tool_every`-th turn of a conversation calls a tool (four spans instead of two). Conversation
+    ids are numbered from `first`."""
     rng = random.Random(seed)
     sizes = sizes or Sizes()
     providers = {s: _provider(s) for s in styles}
     tracers = {s: p.get_tracer("bench.agent") for s, (p, _) in providers.items()}
     convs = [
         Conversation(
-            f"conv-{i:06d}", f"user-{rng.randint(1, 10**6)}", styles[i % len(styles)], prose(rng, sizes.system)
+            f"conv-{first + i:06d}", f"user-{rng.randint(1, 10**6)}", styles[i % len(styles)], prose(rng, sizes.system)
         )
         for i in range(conversations)
     ]

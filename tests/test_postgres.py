@@ -209,6 +209,42 @@ async def test_outbox_rows_taken_by_a_replica_that_died_are_delivered_after_the_
 
 
 @on_pg
+async def test_a_batch_sink_renews_its_rows_together_and_skips_those_taken_over(store_url: str) -> None:
+    """A batch of rows about to go to a batch sink has its leases renewed in one transaction: rows
+    another replica took over since (its lease ran out) are left to that replica."""
+    a, b = SqlStore(store_url), SqlStore(store_url)
+    for s in (a, b):
+        await s.open()
+    t0 = time.time()
+    await a.ingest(conversations(range(1), 0), t0)
+    [c] = await a.claim("w", t0, SETTLED, 10, 60)
+    results = [Outgoing(f"r{i}", f"trace:{i}", score_result("m", 1.0, threshold=0.5, scope=Scope.TURN, turn_index=i))
+               for i in range(4)]  # fmt: skip
+    await a.record(c, results, None, ["hook"], t0)
+    mine = await a.pending_outbox("hook", t0, 2, lease_seconds=60)  # A takes two rows, then stalls
+    theirs = await b.pending_outbox("hook", t0 + 60.01, 10, lease_seconds=60)  # B takes over all four
+    assert len(mine) == 2 and len(theirs) == 4
+    assert await a.renew_outbox_many(mine, t0 + 61, 60) == [None, None]  # A must not send them
+    renewed = await b.renew_outbox_many(theirs, t0 + 61, 60)
+    assert [r.id for r in renewed if r is not None] == [r.id for r in theirs]
+    assert all(r is not None and r.lease_until == t0 + 121 for r in renewed)
+
+    sent: list[list[str]] = []
+
+    class BatchSink:
+        name = "hook"
+
+        async def deliver_batch(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+            sent.append(sorted(p["result_id"] for _, p in items))
+
+    stats = await deliver_outbox(b, [BatchSink()], t0 + 200, 5, lease_seconds=60)  # B's leases ran out: due again
+    assert sent == [["r0", "r1", "r2", "r3"]] and stats.delivered == 4 and stats.taken_over == 0
+    assert await a.outbox_backlog() == 0
+    for s in (a, b):
+        await s.close()
+
+
+@on_pg
 async def test_a_batch_outliving_its_lease_leaves_the_rest_to_the_replica_that_took_it_over(store_url: str) -> None:
     """Replica A takes 5 rows with a 60 s lease and is slow: while it delivers the third (whose lease it
     renewed), B comes 60 s later (by its clock), takes the two A has not started and delivers them. A
@@ -276,7 +312,7 @@ async def test_schema_version_mismatch_names_the_database_but_not_the_password(s
     await store.close()
     with_password = store_url.replace("postgres@", "postgres:s3cret@", 1)  # trust auth ignores it
     other = SqlStore(with_password)
-    with pytest.raises(StoreError, match="schema version 7; this tracing-eval expects 1") as err:
+    with pytest.raises(StoreError, match=f"schema version 7; this tracing-eval expects {schema.SCHEMA_VERSION}") as err:
         await other.open()
     assert "postgres:***@127.0.0.1" in str(err.value) and "s3cret" not in str(err.value)
     await other.close()

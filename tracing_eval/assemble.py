@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from tracing_eval import conventions
 from tracing_eval.conventions.values import result_text
 from tracing_eval.model import Message, Span, Thread, ToolCall, Turn, Unreadable
+from tracing_eval.store.base import StoredThread
 from tracing_eval.text import looks_like_tool_error
 from tracing_eval.transcripts import link_tool_results
 
@@ -132,16 +135,31 @@ def _body(calls: list[Span], io: dict[str, _IO], root_final: Message | None) -> 
     return body, final_at
 
 
-def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
+class _Readings:
+    """What the conventions read from the spans of one trace, each read once."""
+
+    def __init__(self, spans: list[Span]) -> None:
+        self.kinds = {s.span_id: conventions.span_kind(s) for s in spans}
+        self._inputs: dict[str, list[Message]] = {}
+
+    def inputs(self, span: Span) -> list[Message]:
+        found = self._inputs.get(span.span_id)
+        if found is None:
+            found = self._inputs[span.span_id] = conventions.input_messages(span)
+        return found
+
+
+def turn_from_trace(spans: list[Span], index: int = 0, readings: _Readings | None = None) -> Turn | None:
     """One trace -> one turn; None when the trace holds no recognisable LLM content."""
     spans = _unique(spans)
     if not spans:
         return None
+    readings = readings or _Readings(spans)
     by_id = {s.span_id: s for s in spans}
     root = _root(spans)
-    kinds = {s.span_id: conventions.span_kind(s) for s in spans}
+    kinds = readings.kinds
     llm_ids = {s.span_id for s in spans if kinds[s.span_id] == "llm"}
-    io = {sid: (conventions.input_messages(by_id[sid]), conventions.output_messages(by_id[sid])) for sid in llm_ids}
+    io = {sid: (readings.inputs(by_id[sid]), conventions.output_messages(by_id[sid])) for sid in llm_ids}
     with_content = {sid for sid, (i, o) in io.items() if i or o}
     calls = _outermost(spans, with_content - _wrappers(with_content, io, by_id), by_id)
     llm_spans = _outermost(spans, llm_ids, by_id)
@@ -150,7 +168,7 @@ def turn_from_trace(spans: list[Span], index: int = 0) -> Turn | None:
     root_is_call = root.span_id in with_content
     user = _user_tail(io[calls[0].span_id][0]) if calls else []
     if not user and not root_is_call:
-        user = _user_tail(conventions.input_messages(root))
+        user = _user_tail(readings.inputs(root))
     # the root's answer wins only when it says something: an empty or missing answer on an outer
     # span never hides the answer of the model call inside it
     root_answers = [] if root_is_call else [m for m in conventions.output_messages(root) if m.role == "assistant"]
@@ -217,18 +235,19 @@ def unreadable(reason: Literal["unknown_answer", "no_turn"], spans: list[Span]) 
     )
 
 
-def system_prompt(spans: list[Span]) -> str | None:
+def system_prompt(spans: list[Span], readings: _Readings | None = None) -> str | None:
     """The system prompt of a trace: `gen_ai.system_instructions` or system-role input messages,
     from the first model call that has one (agent spans and the root as fallbacks)."""
     spans = _unique(spans)
     if not spans:
         return None
+    readings = readings or _Readings(spans)
     root = _root(spans)
-    kinds = {s.span_id: conventions.span_kind(s) for s in spans}
+    kinds = readings.kinds
     ordered = [s for s in spans if kinds[s.span_id] == "llm"]
     ordered += [s for s in spans if kinds[s.span_id] == "agent" or s is root]
     for span in ordered:
-        found = conventions.system_instructions(span)
+        found = conventions.system_instructions(span, readings.inputs(span))
         if found:
             return found
     return None
@@ -238,13 +257,43 @@ def _conversation_id(spans: list[Span]) -> str | None:
     return next(filter(None, map(conventions.thread_id, _roots_first(spans))), None)
 
 
-def thread_from_traces(key: str, traces: list[list[Span]], *, source: str = "otlp", version: int = 1) -> Thread:
+class TracePart(BaseModel):
+    """What one trace contributes to its thread: its turn (None when it yields none, with where the
+    content was looked for), system prompt and conversation id. Kept by the store per trace revision,
+    so a trace is assembled once, and stands for the trace after retention deleted its spans."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trace_id: str
+    start_ns: int = 0
+    turn: Turn | None = None
+    system_prompt: str | None = None
+    conversation_id: str | None = None
+    unreadable: Unreadable | None = None
+
+
+def trace_part(spans: list[Span]) -> TracePart:
+    """Assemble one trace (it must have spans)."""
+    unique = _unique(spans)
+    readings = _Readings(unique)
+    system = system_prompt(unique, readings)  # before the turn: assembling it changes what was read
+    turn = turn_from_trace(unique, readings=readings)
+    first = _roots_first(unique)
+    return TracePart(
+        trace_id=first[0].trace_id,
+        start_ns=_start(unique),
+        turn=turn,
+        system_prompt=system,
+        conversation_id=_conversation_id(spans),
+        unreadable=unreadable("no_turn", first) if turn is None else None,
+    )
+
+
+def thread_from_parts(key: str, parts: list[TracePart], *, source: str = "otlp", version: int = 1) -> Thread:
     """Turns ordered by root start time, re-indexed 0..n-1, with transcript positions set; traces
-    that had spans but yielded no turn are listed in `Thread.unreadable`."""
-    built = [(turn_from_trace(spans), spans) for spans in traces]
-    no_turn = [unreadable("no_turn", _roots_first(spans)) for turn, spans in built if turn is None and spans]
-    ordered_traces = [spans for _, spans in sorted(built, key=lambda b: _start(b[1]))]
-    turns = sorted((t for t, _ in built if t is not None), key=lambda t: t.started_ns)
+    that yielded no turn are listed in `Thread.unreadable`."""
+    ordered = sorted(parts, key=lambda p: (p.start_ns, p.trace_id))
+    turns = sorted((p.turn for p in ordered if p.turn is not None), key=lambda t: t.started_ns)
     position = 0
     for i, turn in enumerate(turns):
         turn.index = i
@@ -254,12 +303,17 @@ def thread_from_traces(key: str, traces: list[list[Span]], *, source: str = "otl
     return Thread(
         key=key,
         source=source,
-        conversation_id=next(filter(None, map(_conversation_id, ordered_traces)), None),
-        system_prompt=next(filter(None, map(system_prompt, ordered_traces)), None),
+        conversation_id=next(filter(None, (p.conversation_id for p in ordered)), None),
+        system_prompt=next(filter(None, (p.system_prompt for p in ordered)), None),
         turns=turns,
         version=version,
-        unreadable=no_turn,
+        unreadable=[p.unreadable for p in ordered if p.unreadable is not None],
     )
+
+
+def thread_from_traces(key: str, traces: list[list[Span]], *, source: str = "otlp", version: int = 1) -> Thread:
+    """`thread_from_parts` over traces given as their spans (empty traces are skipped)."""
+    return thread_from_parts(key, [trace_part(spans) for spans in traces if spans], source=source, version=version)
 
 
 def _roots_first(spans: list[Span]) -> list[Span]:
@@ -274,3 +328,17 @@ def _roots_first(spans: list[Span]) -> list[Span]:
 def _start(spans: list[Span]) -> int:
     unique = _unique(spans)
     return _root(unique).start_ns if unique else 0
+
+
+def thread_from_stored(
+    stored: StoredThread, *, source: str = "otlp", version: int = 1
+) -> tuple[Thread, dict[str, tuple[int, bytes]]]:
+    """The thread from what the store holds: stored parts as they are, the other traces assembled.
+    Also returns the newly assembled parts (trace id -> (revision, stored form)) for the store to keep."""
+    parts = [TracePart.model_validate_json(data) for data in stored.parts.values()]
+    fresh: dict[str, tuple[int, bytes]] = {}
+    for trace_id, spans in stored.traces.items():
+        part = trace_part(spans)
+        fresh[trace_id] = (stored.revisions[trace_id], part.model_dump_json().encode())
+        parts.append(part)
+    return thread_from_parts(stored.key, parts, source=source, version=version), fresh

@@ -147,6 +147,41 @@ class ScheduleSettings(_Section):
     )
 
 
+class RetentionSettings(_Section):
+    enabled: bool = Field(
+        True, description="Delete old data on a schedule of its own (off: the store keeps everything)."
+    )
+    spans_days: float = Field(
+        7.0,
+        gt=0,
+        description="Spans, log events and stored histories of a thread evaluated at its last version (or not "
+        "sampled) are deleted once it has been idle this long (at least one hour); its turns stay as a compact "
+        "transcript, so a thread that grows later is evaluated whole.",
+    )
+    results_days: float = Field(
+        90.0,
+        gt=0,
+        description="Everything of a thread (results, review items, turns) is deleted once it has been idle this "
+        "long; also the judge's cached answers older than spans_days and parked outbox rows older than this.",
+    )
+    outbox_days: float = Field(7.0, gt=0, description="Delivered outbox rows are deleted this long after delivery.")
+    review_days: float = Field(
+        30.0, gt=0, description="Resolved, superseded and forwarded review items are deleted after this long."
+    )
+    interval_seconds: float = Field(
+        600.0, gt=0, description="How often retention runs; each run deletes in small transactions, never for long."
+    )
+
+    @model_validator(mode="after")
+    def _results_outlive_spans(self) -> RetentionSettings:
+        if self.results_days < self.spans_days:
+            raise ValueError(
+                f"results_days ({self.results_days:g}) must be at least spans_days ({self.spans_days:g}): results "
+                "are what is kept of a thread after its spans go"
+            )
+        return self
+
+
 DETERMINISTIC_PACK = [
     "repetition",
     "reask",
@@ -404,6 +439,7 @@ class Settings(BaseSettings):
     sinks: SinkSettings = Field(default_factory=SinkSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 
     @classmethod

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tracing_eval.assemble import thread_from_traces
+from tracing_eval.assemble import thread_from_stored
 from tracing_eval.model import MetricResult, Thread
 from tracing_eval.scenarios import FailedThread, Failure, failing, failure_of
 from tracing_eval.store.sql import SqlStore
@@ -32,7 +32,8 @@ class Selection:
 
 
 async def _thread(store: SqlStore, key: str, version: int) -> Thread:
-    return thread_from_traces(key, await store.load_traces(key), source=key.partition(":")[0], version=version)
+    """The thread as evaluated: stored turns, and traces assembled from their spans where needed."""
+    return thread_from_stored(await store.load_thread(key), source=key.partition(":")[0], version=version)[0]
 
 
 async def from_store(store: SqlStore, selection: Selection) -> list[FailedThread]:

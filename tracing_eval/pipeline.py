@@ -4,22 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from tracing_eval.assemble import thread_from_traces
+from tracing_eval.assemble import thread_from_stored
 from tracing_eval.config import Settings
 from tracing_eval.evaluate import evaluate_all
 from tracing_eval.judge import JudgeClient, ThreadJudge
 from tracing_eval.metrics.catalogue import MetricSet
 from tracing_eval.model import MetricResult, Scope, Thread, result_id
+from tracing_eval.retention import RetentionRun, retain
 from tracing_eval.routing import route
 from tracing_eval.sinks import LOCAL, DeliveryStats, Sink, backoff_seconds, deliver_outbox
 from tracing_eval.sources import Source
-from tracing_eval.store.base import Claim, IngestBatch, IngestStats, Mode, Outgoing, Readiness, ReviewRequest, Store
+from tracing_eval.store.base import (
+    Claim,
+    Evaluated,
+    IngestBatch,
+    IngestStats,
+    Mode,
+    Outgoing,
+    Readiness,
+    ReviewRequest,
+    Store,
+    StoredThread,
+)
 from tracing_eval.telemetry import Telemetry
 from tracing_eval.unreadable import UnreadableReport
 
@@ -42,6 +54,15 @@ class TickStats:
 
 
 @dataclass
+class _Done:
+    """An evaluation waiting to be recorded, with what its log line reports."""
+
+    evaluated: Evaluated
+    thread: Thread
+    judge: ThreadJudge | None
+
+
+@dataclass
 class Pipeline:
     store: Store
     settings: Settings
@@ -52,6 +73,7 @@ class Pipeline:
     judge: JudgeClient | None = None
     telemetry: Telemetry | None = None
     unreadable: UnreadableReport = field(default_factory=UnreadableReport)
+    clock: Callable[[], float] = time.time
 
     @property
     def readiness(self) -> Readiness:
@@ -59,37 +81,56 @@ class Pipeline:
         return Readiness(turn_settle=s.turn_settle_seconds, thread_idle=s.thread_idle_seconds)
 
     async def tick(self, *, settle_all: bool = False, deliver: bool = True) -> TickStats:
-        """Pull, claim, evaluate and record, then (with `deliver`) deliver the outbox. With
-        `settle_all`, every turn and thread counts as ready. The long-running worker delivers on a
+        """Pull, claim, evaluate and record, then (with `deliver`) deliver the outbox. Claims go on batch
+        after batch while full batches are ready, for up to `tick_seconds` (a backlog drains without
+        waiting for the next tick). With `settle_all`, every turn and thread counts as ready, and
+        claims go on until none is left. The long-running worker delivers on a
         schedule of its own, so deliveries and evaluations do not wait for each other."""
         started = time.perf_counter()
         stats = TickStats()
         for source in self.sources:
             store = self.store if self.telemetry is None else CountingStore(self.store, self.telemetry, source.name)
             try:
-                stats.spans_pulled += await source.pull(store, time.time())
+                stats.spans_pulled += await source.pull(store, self.clock())
             except Exception as exc:  # one broken source must not stop the others
                 stats.errors += 1
                 if self.telemetry is not None:
                     self.telemetry.source_errors.labels(source.name).inc()
                 log.error("source pull failed", source=source.name, error=f"{type(exc).__name__}: {exc}")
         ready = SETTLED if settle_all else self.readiness
-        while True:
+        schedule = self.settings.schedule
+        until = time.monotonic() + schedule.tick_seconds
+        while True:  # a full batch means more may be ready: claim again, for up to one tick interval
             claims = await self.store.claim(
-                self.owner, time.time(), ready, self.settings.schedule.batch_size, self.settings.schedule.lease_seconds
+                self.owner, self.clock(), ready, schedule.batch_size, schedule.lease_seconds
             )
             await self._evaluate_all(claims, stats)
-            if not settle_all or not claims:
+            if not claims or (not settle_all and (len(claims) < schedule.batch_size or time.monotonic() >= until)):
                 break
         if deliver:
             stats.delivery = await self.deliver()
         if self.telemetry is not None:
-            self.telemetry.tick_done(time.perf_counter() - started, time.time())
+            self.telemetry.tick_done(time.perf_counter() - started, self.clock())
         return stats
 
     async def _evaluate_all(self, claims: list[Claim], stats: TickStats) -> None:
-        """Evaluate claimed threads; with a judge, several at once so judge calls overlap."""
-        gate = asyncio.Semaphore(self.settings.judge.max_concurrency if self.judge else 1)
+        """Evaluate claimed threads. With a judge, several at once so judge calls overlap, each recorded
+        as soon as it is done; without one, one after another, recorded together in one commit."""
+        if self.judge is None:
+            try:
+                loaded = await self.store.load_threads([c.thread_key for c in claims]) if claims else {}
+            except Exception as exc:  # the store failed: every claim is retried later
+                await self._failed(claims, exc, stats)
+                return
+            done = []
+            for claim in claims:
+                evaluated = await self._evaluate(claim, stats, loaded[claim.thread_key])
+                if evaluated is not None:
+                    done.append(evaluated)
+                await asyncio.sleep(0)  # the receiver and /healthz are served between threads
+            await self._record(done, stats)
+            return
+        gate = asyncio.Semaphore(self.settings.judge.max_concurrency)
 
         async def one(claim: Claim) -> None:
             async with gate:
@@ -111,11 +152,20 @@ class Pipeline:
         return await deliver_outbox(
             self.store,
             list(self.sinks),
-            time.time(),
+            self.clock(),
             sinks.max_attempts,
             lease_seconds=sinks.lease_seconds,
             telemetry=self.telemetry,
         )
+
+    async def retain(self) -> RetentionRun:
+        """One retention run (see `tracing_eval.retention`), counted in the telemetry."""
+        run = await retain(self.store, self.settings.retention, self.clock())
+        if self.telemetry is not None:
+            self.telemetry.retained(run.deleted, run.finished)
+        if run.deleted or run.reclaimed_pages:
+            log.info("retention", deleted=dict(run.deleted), reclaimed_pages=run.reclaimed_pages, finished=run.finished)
+        return run
 
     async def observe_store(self) -> None:
         """Refresh the telemetry gauges that are read rather than counted: the sinks' failing time and the
@@ -123,17 +173,18 @@ class Pipeline:
         when the store cannot be read, after setting `tracing_eval_store_up` to 0."""
         if self.telemetry is None:
             return
-        now = time.time()
+        now = self.clock()
         self.telemetry.sinks_state(now, self.outbox_sinks)
         if self.judge is not None:
             self.telemetry.judge_concurrency_limit.set(self.judge.limiter.limit)
         try:
             outbox = await self.store.outbox_stats(now)
             ready = await self.store.threads_ready(now, self.readiness)
+            size = await self.store.size()
         except Exception:
             self.telemetry.store_up.set(0)
             raise
-        self.telemetry.store_state(now, outbox, ready, self.outbox_sinks)
+        self.telemetry.store_state(now, outbox, ready, self.outbox_sinks, size)
 
     @property
     def outbox_sinks(self) -> dict[str, list[str]]:
@@ -157,14 +208,22 @@ class Pipeline:
         )
 
     async def evaluate_claim(self, claim: Claim, stats: TickStats) -> None:
-        bound = log.bind(thread_key=claim.thread_key, version=claim.version, mode=claim.mode.value)
+        """Evaluate one claimed thread and record its results."""
+        evaluated = await self._evaluate(claim, stats)
+        if evaluated is not None:
+            await self._record([evaluated], stats)
+
+    async def _evaluate(self, claim: Claim, stats: TickStats, stored: StoredThread | None = None) -> _Done | None:
+        """Assemble and evaluate a claimed thread (loaded unless `stored` is given); None (and the
+        claim released for a retry) when that fails."""
         try:
-            thread = thread_from_traces(
-                claim.thread_key, await self.store.load_traces(claim.thread_key), version=claim.version
-            )
+            stored = stored if stored is not None else await self.store.load_thread(claim.thread_key)
+            thread, parts = thread_from_stored(stored, version=claim.version)
             self.unreadable.observe(thread, self.telemetry)
-            earlier = await self.store.results(claim.thread_key)
-            reuse = {(s.result.metric, s.result.input_hash): s.result for s in earlier if s.result.input_hash}
+            reuse: dict[tuple[str, str], MetricResult] = {}
+            if self.judge is not None:  # only judged results are reused (by what they looked at)
+                earlier = await self.store.results(claim.thread_key)
+                reuse = {(s.result.metric, s.result.input_hash): s.result for s in earlier if s.result.input_hash}
             turns_only = claim.mode is Mode.TURNS
             judge = self._judge_for(thread.key)
             results = (
@@ -174,27 +233,59 @@ class Pipeline:
                 results = [r for r in results if r.scope is not Scope.THREAD]
             review = self._review(thread, results) if claim.mode is Mode.THREAD else None
             outgoing = [self._outgoing(claim.thread_key, thread, r) for r in results]
-            recorded = await self.store.record(claim, outgoing, review, self._sinks_for("result"), time.time())
         except Exception as exc:  # keep every other thread going; retry this one later
+            await self._failed([claim], exc, stats)
+            return None
+        return _Done(Evaluated(claim, outgoing, review, parts), thread, judge)
+
+    async def _record(self, done: list[_Done], stats: TickStats) -> None:
+        """Record evaluations in one transaction; a claim whose lease was lost is counted and skipped."""
+        if not done:
+            return
+        try:
+            recorded = await self.store.record_many(
+                [d.evaluated for d in done], self._sinks_for("result"), self.clock()
+            )
+        except Exception as exc:
+            await self._failed([d.evaluated.claim for d in done], exc, stats)
+            return
+        for one, ok in zip(done, recorded, strict=True):
+            self._recorded(one, ok, stats)
+
+    async def _failed(self, claims: list[Claim], exc: Exception, stats: TickStats) -> None:
+        for claim in claims:
             stats.errors += 1
             give_up = claim.attempts >= self.settings.schedule.max_attempts
             await self.store.release(
-                claim, f"{type(exc).__name__}: {exc}", time.time(), backoff_seconds(claim.attempts), give_up
+                claim, f"{type(exc).__name__}: {exc}", self.clock(), backoff_seconds(claim.attempts), give_up
             )
-            bound.exception("thread evaluation failed", attempts=claim.attempts, gave_up=give_up)
+            log.error(
+                "thread evaluation failed",
+                thread_key=claim.thread_key,
+                version=claim.version,
+                mode=claim.mode.value,
+                attempts=claim.attempts,
+                gave_up=give_up,
+                exc_info=exc,
+            )
             if self.telemetry is not None:
                 self.telemetry.evaluation_errors.labels(str(give_up).lower()).inc()
-            return
-        if not recorded:
+
+    def _recorded(self, done: _Done, ok: bool, stats: TickStats) -> None:
+        evaluated, thread, judge = done.evaluated, done.thread, done.judge
+        claim = evaluated.claim
+        bound = log.bind(thread_key=claim.thread_key, version=claim.version, mode=claim.mode.value)
+        if not ok:
             stats.lost_leases += 1
             if self.telemetry is not None:
                 self.telemetry.lost_leases.inc()
             bound.warning("lease lost before results were recorded; another worker owns the thread")
             return
+        results = [o.result for o in evaluated.outgoing]
         stats.results += len(results)
         if claim.mode is Mode.THREAD:
             stats.threads_evaluated += 1
-            stats.routed_to_review += review is not None
+            stats.routed_to_review += evaluated.review is not None
         else:
             stats.turn_evaluations += 1
         if self.telemetry is not None:
@@ -204,7 +295,7 @@ class Pipeline:
             "evaluated",
             turns=len(thread.turns),
             results=len(results),
-            review=review is not None,
+            review=evaluated.review is not None,
             judge_calls=spent.calls if spent else 0,
             judge_tokens=spent.input_tokens + spent.output_tokens if spent else 0,
             judge_cost_usd=round(spent.cost_usd, 6) if spent else 0.0,

@@ -65,9 +65,9 @@ async def deliver_outbox(
     failing sink gets no more batches this time, and its failed rows are retried on later rounds with
     backoff. A sink with `deliver_batch` gets `limit` rows in one call; the others take
     ROW_BY_ROW_TAKE rows at a time and get them one by one. On PostgreSQL the rows taken are leased to
-    this replica for `lease_seconds`, and each row's lease is renewed just before its delivery (a row
-    whose lease ran out while it waited is left to the replica that took it over), so the lease must
-    outlast one delivery, not a batch. Every attempt is counted in `telemetry` when given."""
+    this replica for `lease_seconds`, and each row's lease is renewed just before its delivery (a
+    batch's rows together, in one transaction; a row whose lease ran out while it waited is left to the
+    replica that took it over), so the lease must outlast one delivery, not a batch. Every attempt is counted in `telemetry` when given."""
     stats = DeliveryStats()
     started = time.monotonic()
     for sink in sinks:
@@ -76,9 +76,11 @@ async def deliver_outbox(
         while True:
             rows = await store.pending_outbox(sink.name, now, take, lease_seconds)
             retried = stats.retried
-            if batch is not None:  # the whole batch in one call
+            if batch is not None:  # the whole batch in one call, its leases renewed together just before
                 at = now + time.monotonic() - started
-                mine = [r for r in [await _renew(store, row, at, lease_seconds, stats) for row in rows] if r]
+                renewed = await store.renew_outbox_many(rows, at, lease_seconds)
+                stats.taken_over += sum(r is None for r in renewed)
+                mine = [r for r in renewed if r is not None]
                 if mine:
                     send = batch([(r.kind, r.payload) for r in mine])
                     await _attempt(store, sink, mine, send, at, max_attempts, stats, telemetry)

@@ -20,6 +20,19 @@ TICK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120
 JUDGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
 DELIVERED, RETRIED, FAILED = "delivered", "retried", "failed"
 UNREADABLE_REASONS = ("no_turn", "unknown_answer")
+RETENTION_TABLES = (
+    "spans",
+    "events",
+    "messages",
+    "traces",
+    "turns",
+    "results",
+    "review_items",
+    "threads",
+    "outbox",
+    "parked",
+    "judge_cache",
+)
 
 
 class Telemetry:
@@ -179,6 +192,31 @@ class Telemetry:
             ["sink"],
             registry=r,
         )
+        # the store and retention
+        self.store_bytes = Gauge(
+            "tracing_eval_store_bytes",
+            "Size of the store (SQLite: the database file without its WAL; PostgreSQL: the database), read "
+            "from the store.",
+            registry=r,
+        )
+        self.store_free_bytes = Gauge(
+            "tracing_eval_store_free_bytes",
+            "SQLite: bytes of the database file free for reuse, not yet given back by retention.",
+            registry=r,
+        )
+        self.retention_deleted = Counter(
+            "tracing_eval_retention_deleted_total",
+            "Rows deleted by retention, by table (spans, events, messages, traces, turns, results, "
+            "review_items, threads, outbox, parked, judge_cache).",
+            ["table"],
+            registry=r,
+        )
+        self.retention_runs = Counter(
+            "tracing_eval_retention_runs_total",
+            "Retention runs, by whether they finished (false: out of time, the next run goes on).",
+            ["finished"],
+            registry=r,
+        )
         self.store_up = Gauge(
             "tracing_eval_store_up", "1 when the last read of the store for these gauges succeeded, else 0.", registry=r
         )
@@ -216,6 +254,8 @@ class Telemetry:
             self.unreadable_spans.labels(reason)
         self.evaluation_errors.labels("false")
         self.evaluation_errors.labels("true")
+        for table in RETENTION_TABLES:
+            self.retention_deleted.labels(table)
 
     # -- ingest -------------------------------------------------------------------------------
 
@@ -283,15 +323,21 @@ class Telemetry:
         for sink in {*sinks, *self.sink_failing_since}:
             self.sink_failing.labels(sink).set(now - self.sink_failing_since.get(sink, now))
 
+    def retained(self, deleted: Mapping[str, int], finished: bool) -> None:
+        for table, n in deleted.items():
+            self.retention_deleted.labels(table).inc(n)
+        self.retention_runs.labels(str(finished).lower()).inc()
+
     def store_state(
         self,
         now: float,
         outbox: Mapping[str, tuple[int, float]],
         ready: Mapping[str, int],
         sinks: Iterable[str],
+        size: tuple[int, int | None] | None = None,
     ) -> None:
         """Set the gauges read from the store: backlog and oldest age per sink (0 for an outbox sink
-        with nothing pending) and threads ready per mode."""
+        with nothing pending), threads ready per mode, and the store's size."""
         self.outbox_backlog.clear()
         self.outbox_oldest_age.clear()
         for sink in {*sinks, *outbox}:
@@ -300,4 +346,8 @@ class Telemetry:
             self.outbox_oldest_age.labels(sink).set(age)
         for mode in ("thread", "turns"):
             self.threads_ready.labels(mode).set(ready.get(mode, 0))
+        if size is not None:
+            self.store_bytes.set(size[0])
+            if size[1] is not None:
+                self.store_free_bytes.set(size[1])
         self.store_up.set(1)

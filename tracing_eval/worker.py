@@ -283,6 +283,16 @@ class Worker:
             except Exception:
                 log.exception("delivery round failed; the next one retries")
 
+    async def retain(self) -> None:
+        """One retention run, on its own schedule: it deletes in short transactions, so ticks,
+        deliveries and the receiver go on beside it."""
+        if self._stop.is_set():
+            return
+        try:
+            await self.pipeline.retain()
+        except Exception:
+            log.exception("retention run failed; the next one retries")
+
     async def scrape(self) -> bytes:
         """`/metrics`: refresh the gauges read from the store, then the Prometheus text."""
         try:
@@ -353,6 +363,12 @@ class Worker:
         for job in (self.tick, self.deliver):
             scheduler.add_job(
                 job, "interval", seconds=tick, max_instances=1, coalesce=True, misfire_grace_time=max(1, int(tick))
+            )
+        retention = self.settings.retention
+        if retention.enabled:
+            every = retention.interval_seconds
+            scheduler.add_job(
+                self.retain, "interval", seconds=every, max_instances=1, coalesce=True, misfire_grace_time=int(every)
             )
         sock = bind(self.settings.http.host, self.settings.http.port)  # health, readiness, metrics; OTLP too
         drain = self.settings.schedule.drain_seconds

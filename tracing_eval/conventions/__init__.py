@@ -198,12 +198,14 @@ def read_span(span: Span) -> SpanReading:
     return SpanReading(kind, kind_from, inputs, inputs_from, outputs, outputs_from, tool_call(span), thread_id(span))
 
 
-def system_instructions(span: Span) -> str | None:
-    """`gen_ai.system_instructions` text, else the system-role input messages joined."""
+def system_instructions(span: Span, inputs: list[Message] | None = None) -> str | None:
+    """`gen_ai.system_instructions` text, else the system-role input messages joined (`inputs`: the
+    span's input messages when already read)."""
     found = _safe(genai.system_instructions, span)
     if found:
         return str(found)
-    system = [m.content for m in input_messages(span) if m.role == "system" and m.content.strip()]
+    inputs = input_messages(span) if inputs is None else inputs
+    system = [m.content for m in inputs if m.role == "system" and m.content.strip()]
     return "\n\n".join(system) or None
 
 

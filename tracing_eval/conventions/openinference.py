@@ -41,17 +41,17 @@ def _message(fields: dict[str, Any], *, output: bool) -> Message | None:
             for p in parts
             if p.get("message_content.type", "text") == "text" and p.get("message_content.text") is not None
         )
+    if role == "tool":
+        call_id = as_str(fields.get("message.tool_call_id"))
+        return Message(role="tool", content=content_text(content), tool_call_id=call_id)
+    if role != "assistant":
+        return Message(role=role, content=content_text(content))
     calls = [
         make_tool_call(
             tc.get("tool_call.id"), tc.get("tool_call.function.name"), tc.get("tool_call.function.arguments")
         )
         for tc in indexed(fields, "message.tool_calls.")
     ]
-    if role == "tool":
-        call_id = as_str(fields.get("message.tool_call_id"))
-        return Message(role="tool", content=content_text(content), tool_call_id=call_id)
-    if role != "assistant":
-        return Message(role=role, content=content_text(content))
     return Message(role="assistant", content=content_text(content), tool_calls=calls)
 
 

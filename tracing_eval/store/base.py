@@ -54,6 +54,29 @@ class Outgoing:
 
 
 @dataclass
+class StoredThread:
+    """A thread as `Store.load_thread` finds it: `parts` holds the stored part (see
+    `assemble.TracePart`) of each trace that need not be assembled again; `traces` the spans of each
+    trace that must be, with its revision in `revisions` (to store its new part under)."""
+
+    key: str
+    parts: dict[str, bytes] = field(default_factory=dict)
+    traces: dict[str, list[Span]] = field(default_factory=dict)
+    revisions: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Evaluated:
+    """One claim's evaluation, ready to be recorded: results, review request, and the parts of the
+    traces assembled for it (trace id -> (revision, stored part))."""
+
+    claim: Claim
+    outgoing: list[Outgoing]
+    review: ReviewRequest | None = None
+    parts: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+
+
+@dataclass
 class ReviewRequest:
     """A thread routed for review: why, which outbox sinks get it, and whether the local queue shows it."""
 
@@ -134,6 +157,10 @@ class Store(Protocol):
 
     async def load_traces(self, thread_key: str) -> list[list[Span]]: ...
 
+    async def load_thread(self, thread_key: str) -> StoredThread: ...
+
+    async def load_threads(self, thread_keys: Sequence[str]) -> dict[str, StoredThread]: ...
+
     async def record(
         self,
         claim: Claim,
@@ -142,6 +169,8 @@ class Store(Protocol):
         sinks: list[str],
         now: float,
     ) -> bool: ...
+
+    async def record_many(self, items: Sequence[Evaluated], sinks: list[str], now: float) -> list[bool]: ...
 
     async def release(self, claim: Claim, error: str, now: float, retry_in: float, give_up: bool) -> None: ...
 
@@ -153,6 +182,10 @@ class Store(Protocol):
         """Just before delivering `row`: extend this replica's lease on it to `now + lease_seconds`, or
         None when another replica has taken it over since (its lease ran out while it waited)."""
         ...
+
+    async def renew_outbox_many(
+        self, rows: Sequence[OutboxRow], now: float, lease_seconds: float
+    ) -> list[OutboxRow | None]: ...
 
     async def pending_outbox(
         self, sink: str, now: float, limit: int, lease_seconds: float = ...
@@ -179,3 +212,21 @@ class Store(Protocol):
     async def threads_ready(self, now: float, ready: Readiness) -> dict[str, int]: ...
 
     async def release_owned(self, owner: str) -> int: ...
+
+    async def size(self) -> tuple[int, int | None]: ...
+
+    # retention (see `tracing_eval.retention`)
+
+    async def prunable_threads(self, idle_before: float, limit: int) -> list[tuple[str, bool]]: ...
+
+    async def prune_spans(
+        self, keys: Sequence[str], parts: dict[str, tuple[int, bytes]], idle_before: float
+    ) -> dict[str, int]: ...
+
+    async def expired_threads(self, idle_before: float, limit: int) -> list[str]: ...
+
+    async def delete_threads(self, keys: Sequence[str], idle_before: float) -> dict[str, int]: ...
+
+    async def delete_old(self, what: str, before: float, limit: int) -> int: ...
+
+    async def reclaim(self, pages: int) -> int: ...

@@ -20,9 +20,11 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
+    false,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -34,7 +36,8 @@ meta = Table(
     Column("value", Text, nullable=False),
 )
 
-#: Every span received, as the canonical Span serialised with orjson.
+#: Every span received, as the canonical Span serialised with orjson; the conversation histories it
+#: carries are kept in `messages` and stand in `data` as markers (see `store/history.py`).
 spans = Table(
     "spans",
     metadata,
@@ -55,7 +58,20 @@ span_events = Table(
     Column("received_at", Float, nullable=False),
 )
 
-#: One row per trace (= turn): which thread it belongs to and when it last changed.
+#: Conversation histories, each message once per thread: nodes of chains addressed by content hash
+#: (`id` = hash of the message and of `parent`, the node before it).
+messages = Table(
+    "messages",
+    metadata,
+    Column("thread_key", String, primary_key=True),
+    Column("id", String(32), primary_key=True),
+    Column("parent", String(32)),
+    Column("data", LargeBinary, nullable=False),
+)
+
+#: One row per trace (= turn): which thread it belongs to and when it last changed. `revision` counts
+#: its changes (a stored turn of an older revision is assembled again); `pruned` is set once retention
+#: deleted its spans (its stored turn stands for it from then on).
 traces = Table(
     "traces",
     metadata,
@@ -64,6 +80,19 @@ traces = Table(
     Column("conversation_id", String),
     Column("start_ns", BigInteger, nullable=False, default=0),
     Column("last_received_at", Float, nullable=False),
+    Column("revision", Integer, nullable=False, default=1, server_default="1"),
+    Column("pruned", Boolean, nullable=False, default=False, server_default=false()),
+)
+
+#: What each trace contributes to its thread (its turn, system prompt, conversation id), assembled
+#: once per trace revision: unchanged turns are not assembled again, and after retention deleted a
+#: trace's spans this compact transcript is what remains of it.
+turns = Table(
+    "turns",
+    metadata,
+    Column("trace_id", String, primary_key=True),
+    Column("revision", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
 )
 
 #: Thread state: versions, readiness and the lease of the worker evaluating it.
@@ -86,6 +115,7 @@ threads = Table(
     Column("next_eligible_at", Float, nullable=False, default=0.0),
     Column("last_error", Text),
     Index("ix_threads_ready", "status", "sampled", "last_activity_at"),
+    Index("ix_threads_idle", "last_activity_at"),
 )
 
 #: The latest result per (thread, target, metric); `id` is the deterministic result id.
@@ -120,7 +150,13 @@ outbox = Table(
     Column("last_error", Text),
     UniqueConstraint("sink", "kind", "ref", "digest", name="uq_outbox_delivery"),
     Index("ix_outbox_pending", "sink", "delivered_at", "failed", "next_attempt_at"),
+    Index("ix_outbox_delivered", "delivered_at"),
 )
+
+#: Rows waiting for delivery in the order they are taken (`ORDER BY id`): without it a large backlog
+#: is sorted whole for every batch taken.
+_waiting = and_(outbox.c.delivered_at.is_(None), outbox.c.failed.is_(False))
+Index("ix_outbox_waiting", outbox.c.sink, outbox.c.id, postgresql_where=_waiting, sqlite_where=_waiting)
 
 #: Threads routed for human review, once per thread version.
 review_items = Table(
@@ -135,6 +171,7 @@ review_items = Table(
     Column("resolved_at", Float),
     Column("resolution", Text),
     UniqueConstraint("thread_key", "thread_version", name="uq_review_thread_version"),
+    Index("ix_review_resolved", "resolved_at"),
 )
 
 #: Progress of pull sources (file offsets, watermarks), committed with the data they read.
@@ -153,4 +190,14 @@ judge_cache = Table(
     Column("key", String(64), primary_key=True),
     Column("value", LargeBinary, nullable=False),
     Column("created_at", Float, nullable=False),
+    Index("ix_judge_cache_created", "created_at"),
+)
+
+#: Indexes added by schema version 2 to tables of version 1 (created on upgrade).
+V2_INDEXES = (
+    "ix_threads_idle",
+    "ix_outbox_delivered",
+    "ix_outbox_waiting",
+    "ix_review_resolved",
+    "ix_judge_cache_created",
 )

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import orjson
 import pydantic_core
-from sqlalchemy import and_, delete, event, func, or_, select, update
+from sqlalchemy import and_, delete, event, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
@@ -23,9 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from tracing_eval.identity import is_sampled, thread_key
 from tracing_eval.model import MetricResult, Span, SpanEvent
+from tracing_eval.store import history
 from tracing_eval.store import schema as t
 from tracing_eval.store.base import (
     Claim,
+    Evaluated,
     IngestBatch,
     IngestRefused,
     IngestStats,
@@ -36,6 +38,7 @@ from tracing_eval.store.base import (
     ReviewItem,
     ReviewRequest,
     StoredResult,
+    StoredThread,
 )
 
 _CHUNK = 500  # keeps IN (...) lists under SQLite's variable limit
@@ -94,8 +97,23 @@ def _engine_options(url: str) -> dict[str, Any]:
     return {**_PG_POOL, "connect_args": connect, "hide_parameters": True}
 
 
+def _upgrade_from_1(conn: Any) -> None:
+    """Schema 1 -> 2: the new tables exist by now (`create_all`); traces get their revision and pruned
+    flag, and older tables the indexes retention reads by. Spans stored by version 1 keep their
+    histories inline, which reads back the same."""
+    conn.exec_driver_sql("ALTER TABLE traces ADD COLUMN revision INTEGER NOT NULL DEFAULT 1")
+    conn.exec_driver_sql("ALTER TABLE traces ADD COLUMN pruned BOOLEAN NOT NULL DEFAULT false")
+    for table in t.metadata.tables.values():
+        for index in table.indexes:
+            if index.name in t.V2_INDEXES:
+                index.create(conn, checkfirst=True)
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
+    # space freed by retention goes back to the file system in steps (`PRAGMA incremental_vacuum`);
+    # takes effect in a new database only (an existing file keeps its mode until a full VACUUM)
+    cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
     cur.execute("PRAGMA synchronous=FULL")  # a commit survives power loss: a 200 means stored
     cur.execute("PRAGMA busy_timeout=30000")
@@ -112,6 +130,11 @@ def _safe_error(url: str, exc: Exception) -> str:
     return text.replace(str(password), "***") if password else text
 
 
+def _prunable(th: Any) -> Any:
+    """A thread whose spans retention may delete: evaluated at its last version, or never to be."""
+    return or_(th.evaluated_version == th.version, th.sampled.is_(False))
+
+
 class SqlStore:
     """`Store` over one SQLAlchemy async engine."""
 
@@ -126,6 +149,8 @@ class SqlStore:
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        self._known = history.KnownNodes()
+        self._chains = history.Chains()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -139,6 +164,11 @@ class SqlStore:
                 row = (await conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version"))).first()
                 if row is None:
                     await conn.execute(t.meta.insert().values(key="schema_version", value=str(t.SCHEMA_VERSION)))
+                elif int(row[0]) == 1:
+                    await conn.run_sync(_upgrade_from_1)
+                    await conn.execute(
+                        update(t.meta).where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION))
+                    )
                 elif int(row[0]) != t.SCHEMA_VERSION:
                     raise StoreError(
                         f"store at {make_url(self.url).render_as_string(hide_password=True)} has schema version {row[0]}; "
@@ -177,14 +207,28 @@ class SqlStore:
     async def _ingest(self, batch: IngestBatch, now: float) -> IngestStats:
         stats = IngestStats()
         changed: set[str] = set()  # traces with a new or different span or a new event
+        spans = sorted(  # in key order: concurrent ingests on PostgreSQL lock rows in one order, no deadlock
+            {(s.trace_id, s.span_id): s for s in batch.spans}.values(), key=lambda s: (s.trace_id, s.span_id)
+        )
         async with self.engine.begin() as conn:
-            if batch.spans:
-                rows = [  # in key order: concurrent ingests on PostgreSQL lock rows in one order, no deadlock
-                    {"trace_id": s.trace_id, "span_id": s.span_id, "data": pydantic_core.to_json(s), "received_at": now}
-                    for s in sorted(
-                        {(s.trace_id, s.span_id): s for s in batch.spans}.values(),
-                        key=lambda s: (s.trace_id, s.span_id),
-                    )
+            existing = await self._traces(conn, {s.trace_id for s in spans} | {e[0] for e in batch.events})
+            keys = {tid: row.thread_key for tid, row in existing.items()}
+            for s in spans:  # a trace's thread: the conversation it was stored in, else the one it names
+                if s.trace_id not in existing and s.trace_id not in keys:
+                    keys[s.trace_id] = thread_key(batch.source, batch.conversations.get(s.trace_id), s.trace_id)
+                elif s.trace_id in existing and not existing[s.trace_id].conversation_id:
+                    conv = batch.conversations.get(s.trace_id)
+                    keys[s.trace_id] = thread_key(batch.source, conv, s.trace_id) if conv else keys[s.trace_id]
+            nodes: dict[str, history.Nodes] = defaultdict(dict)
+            if spans:
+                rows = [
+                    {
+                        "trace_id": s.trace_id,
+                        "span_id": s.span_id,
+                        "data": history.span_record(s, nodes[keys[s.trace_id]], self._chains, keys[s.trace_id]),
+                        "received_at": now,
+                    }
+                    for s in spans
                 ]
                 ins = self._insert(t.spans)
                 upsert = ins.on_conflict_do_update(
@@ -198,7 +242,12 @@ class SqlStore:
             if batch.events:
                 rows = []
                 for trace_id, span_id, ev in batch.events:  # a repeated event has one digest: stored once
-                    data = pydantic_core.to_json(ev)
+                    key = keys.get(trace_id)  # histories of events of a trace not stored yet stay inline
+                    data = (
+                        history.event_record(ev, nodes[key], self._chains, key)
+                        if key
+                        else orjson.dumps(ev.model_dump())
+                    )
                     rows.append(
                         {
                             "trace_id": trace_id,
@@ -216,16 +265,51 @@ class SqlStore:
                 for chunk in _chunks(rows):
                     changed.update((await conn.execute(insert, list(chunk))).scalars())
                 stats.events = len(rows)
-            stats.threads_changed = await self._touch_threads(conn, batch, changed, now)
+            await self._store_nodes(conn, nodes, now)
+            touched = await self._touch_threads(conn, batch, existing, keys, changed, now)
+            stats.threads_changed = len(touched)
             for name, value in batch.source_state.items():
                 ins = self._insert(t.source_state).values(name=name, value=value)
                 await conn.execute(
                     ins.on_conflict_do_update(index_elements=[t.source_state.c.name], set_={"value": value})
                 )
+        for key in touched:  # committed: later spans of these threads need not send these nodes again
+            if key in nodes:
+                self._known.stored(key, nodes[key], now)
         return stats
 
-    async def _touch_threads(self, conn: AsyncConnection, batch: IngestBatch, changed: set[str], now: float) -> int:
-        """Record the traces in `changed` and bump their threads' versions; returns how many threads."""
+    async def _traces(self, conn: AsyncConnection, trace_ids: Iterable[str]) -> dict[str, Any]:
+        """The stored rows of these traces, by trace id."""
+        found: dict[str, Any] = {}
+        for chunk in _chunks(sorted(trace_ids)):
+            res = await conn.execute(select(t.traces).where(t.traces.c.trace_id.in_(chunk)))
+            found.update({r.trace_id: r for r in res})
+        return found
+
+    async def _store_nodes(self, conn: AsyncConnection, nodes: dict[str, history.Nodes], now: float) -> None:
+        """Insert the history nodes that this process did not store in their thread moments ago."""
+        rows = []
+        for key, found in sorted(nodes.items()):
+            known = self._known.known(key, now)
+            rows += [
+                {"thread_key": key, "id": node_id, "parent": parent, "data": data}
+                for node_id, (parent, data) in sorted(found.items())
+                if node_id not in known
+            ]
+        insert = self._insert(t.messages).on_conflict_do_nothing()
+        for chunk in _chunks(rows):
+            await conn.execute(insert, list(chunk))
+
+    async def _touch_threads(
+        self,
+        conn: AsyncConnection,
+        batch: IngestBatch,
+        existing: dict[str, Any],
+        keys: dict[str, str],
+        changed: set[str],
+        now: float,
+    ) -> set[str]:
+        """Record the traces in `changed` and bump their threads' versions; returns those threads."""
         starts: dict[str, int] = {}
         for s in batch.spans:
             if s.trace_id not in changed:
@@ -233,20 +317,13 @@ class SqlStore:
             cur = starts.get(s.trace_id)
             if cur is None or (s.start_ns and (not cur or s.start_ns < cur)):
                 starts[s.trace_id] = s.start_ns
-        span_traces = list(starts)
-        event_traces = list({tid for tid, _, _ in batch.events if tid in changed} - starts.keys())
-        existing: dict[str, Any] = {}
-        for chunk in _chunks(span_traces + event_traces):
-            res = await conn.execute(select(t.traces).where(t.traces.c.trace_id.in_(chunk)))
-            existing.update({r.trace_id: r for r in res})
-
         trace_rows: list[dict[str, Any]] = []
         touched: dict[str, str | None] = {}
         moved: dict[str, str] = {}  # thread a trace left -> thread it joined
-        for tid in span_traces:
+        for tid in starts:
             old = existing.get(tid)
             conv = (old.conversation_id if old is not None else None) or batch.conversations.get(tid)
-            key = thread_key(batch.source, conv, tid)
+            key = keys[tid]
             if old is not None and old.thread_key != key:
                 moved[old.thread_key] = key
             start = min((x for x in (starts[tid], old.start_ns if old is not None else 0) if x), default=0)
@@ -260,10 +337,19 @@ class SqlStore:
                 }
             )
             touched[key] = conv
-        for tid in event_traces:  # events for spans stored earlier change those threads too
-            if tid in existing:
-                touched.setdefault(existing[tid].thread_key, existing[tid].conversation_id)
-                trace_rows.append({**existing[tid]._asdict(), "last_received_at": now})
+        for tid in sorted({tid for tid, _, _ in batch.events if tid in changed} - starts.keys()):
+            if tid in existing:  # events for spans stored earlier change those threads too
+                row = existing[tid]
+                touched.setdefault(row.thread_key, row.conversation_id)
+                trace_rows.append(
+                    {
+                        "trace_id": tid,
+                        "thread_key": row.thread_key,
+                        "conversation_id": row.conversation_id,
+                        "start_ns": row.start_ns,
+                        "last_received_at": now,
+                    }
+                )
         if trace_rows:
             trace_rows.sort(key=lambda r: r["trace_id"])  # one lock order across concurrent ingests
             ins = self._insert(t.traces)
@@ -275,6 +361,7 @@ class SqlStore:
                         "conversation_id": ins.excluded.conversation_id,
                         "start_ns": ins.excluded.start_ns,
                         "last_received_at": ins.excluded.last_received_at,
+                        "revision": t.traces.c.revision + 1,
                     },
                 ),
                 trace_rows,
@@ -312,16 +399,26 @@ class SqlStore:
                 ),
                 rows,
             )
-        for key, into in sorted(moved.items()):  # a trace joined its conversation: drop the stand-alone thread
+        for key, into in sorted(moved.items()):  # a trace joined its conversation: its histories go along
+            await self._copy_nodes(conn, key, into)
             if key in touched:
                 continue
             still_used = (
                 await conn.execute(select(func.count()).select_from(t.traces).where(t.traces.c.thread_key == key))
             ).scalar()
-            if not still_used:
+            if not still_used:  # ... and the stand-alone thread is dropped
                 await conn.execute(delete(t.threads).where(t.threads.c.key == key))
+                await conn.execute(delete(t.messages).where(t.messages.c.thread_key == key))
+                self._known.forget(key)
                 await self._supersede(conn, key, into, now)
-        return len(touched)
+        return set(touched)
+
+    async def _copy_nodes(self, conn: AsyncConnection, from_key: str, to_key: str) -> None:
+        """Copy a thread's history nodes into another (a trace moved; its stored spans refer to them)."""
+        ms = t.messages.c
+        copied = select(literal(to_key), ms.id, ms.parent, ms.data).where(ms.thread_key == from_key)
+        insert = self._insert(t.messages).from_select(["thread_key", "id", "parent", "data"], copied)
+        await conn.execute(insert.on_conflict_do_nothing())
 
     async def _supersede(self, conn: AsyncConnection, key: str, into: str, now: float) -> None:
         """Thread `key` merged into `into`: its results leave `results`, deliveries of them not yet made
@@ -418,25 +515,76 @@ class SqlStore:
         return sorted(claims, key=lambda c: c.thread_key)
 
     async def load_traces(self, thread_key: str) -> list[list[Span]]:
-        """The thread's spans grouped by trace, with log events merged into their spans."""
+        """The thread's spans grouped by trace, with log events merged into their spans (traces whose
+        spans retention deleted are absent; `load_thread` has their stored turns)."""
         async with self.engine.connect() as conn:
             trace_ids = list(
                 (await conn.execute(select(t.traces.c.trace_id).where(t.traces.c.thread_key == thread_key))).scalars()
             )
-            by_trace: dict[str, list[Span]] = defaultdict(list)
-            events: dict[tuple[str, str], list[SpanEvent]] = defaultdict(list)
-            for chunk in _chunks(trace_ids):
-                for r in await conn.execute(select(t.spans.c.data).where(t.spans.c.trace_id.in_(chunk))):
-                    span = Span.model_validate_json(r.data)
-                    by_trace[span.trace_id].append(span)
-                for r in await conn.execute(select(t.span_events).where(t.span_events.c.trace_id.in_(chunk))):
-                    events[(r.trace_id, r.span_id)].append(SpanEvent.model_validate_json(r.data))
+            by_trace = await self._spans(conn, {thread_key: trace_ids})
+        return [by_trace[tid] for tid in trace_ids if tid in by_trace]
+
+    async def load_thread(self, thread_key: str) -> StoredThread:
+        """What the thread's traces contribute: the stored part of every trace unchanged since it was
+        assembled (and of every trace whose spans were deleted), and the spans of the others."""
+        return (await self.load_threads([thread_key]))[thread_key]
+
+    async def load_threads(self, thread_keys: Sequence[str]) -> dict[str, StoredThread]:
+        """`load_thread` for several threads, in a few queries for all of them."""
+        tr, tu = t.traces.c, t.turns.c
+        out = {key: StoredThread(key) for key in thread_keys}
+        assemble: dict[str, list[str]] = defaultdict(list)  # thread -> traces to assemble
+        async with self.engine.connect() as conn:
+            for chunk in _chunks(list(out)):
+                query = (
+                    select(tr.thread_key, tr.trace_id, tr.revision, tr.pruned, tu.revision.label("part"), tu.data)
+                    .select_from(t.traces.outerjoin(t.turns, tu.trace_id == tr.trace_id))
+                    .where(tr.thread_key.in_(chunk))
+                )
+                for r in await conn.execute(query):
+                    stored = out[r.thread_key]
+                    if r.data is not None and (r.pruned or r.part == r.revision):
+                        stored.parts[r.trace_id] = r.data
+                    elif not r.pruned:
+                        stored.revisions[r.trace_id] = r.revision
+                        assemble[r.thread_key].append(r.trace_id)
+            spans = await self._spans(conn, assemble)
+        for key, trace_ids in assemble.items():
+            out[key].traces = {tid: spans[tid] for tid in trace_ids if tid in spans}
+        return out
+
+    async def _spans(self, conn: AsyncConnection, traces: Mapping[str, list[str]]) -> dict[str, list[Span]]:
+        """Spans of these traces (thread -> its trace ids), by trace id, histories and log events joined."""
+        trace_ids = [tid for ids in traces.values() for tid in ids]
+        raw: list[tuple[str, bytes]] = []
+        raw_events: list[tuple[str, str, bytes]] = []
+        for chunk in _chunks(trace_ids):
+            query = select(t.spans.c.trace_id, t.spans.c.data).where(t.spans.c.trace_id.in_(chunk))
+            raw += [tuple(r) for r in await conn.execute(query)]
+            query = select(t.span_events.c.trace_id, t.span_events.c.span_id, t.span_events.c.data)
+            raw_events += [tuple(r) for r in await conn.execute(query.where(t.span_events.c.trace_id.in_(chunk)))]
+        if not raw:
+            return {}
+        ms = t.messages.c
+        nodes: dict[str, dict[str, tuple[str | None, bytes]]] = defaultdict(dict)
+        for chunk in _chunks(list(traces)):
+            query = select(ms.thread_key, ms.id, ms.parent, ms.data).where(ms.thread_key.in_(chunk))
+            for key, node, parent, data in await conn.execute(query):
+                nodes[key][node] = (parent, data)
+        thread_of = {tid: key for key, ids in traces.items() for tid in ids}
+        histories = {key: history.Histories(nodes[key]) for key in traces}
+        by_trace: dict[str, list[Span]] = defaultdict(list)
+        for trace_id, data in raw:
+            by_trace[trace_id].append(history.read_span(data, histories[thread_of[trace_id]]))
+        events: dict[tuple[str, str], list[SpanEvent]] = defaultdict(list)
+        for trace_id, span_id, data in raw_events:
+            events[(trace_id, span_id)].append(history.read_event(data, histories[thread_of[trace_id]]))
         for spans in by_trace.values():
             for s in spans:
                 extra = events.get((s.trace_id, s.span_id))
                 if extra:
                     s.events = sorted([*s.events, *extra], key=lambda e: e.time_ns)
-        return [by_trace[tid] for tid in trace_ids if tid in by_trace]
+        return by_trace
 
     async def record(
         self,
@@ -450,79 +598,101 @@ class SqlStore:
 
         Returns False (and writes nothing) when the lease was lost to another worker.
         """
+        return (await self.record_many([Evaluated(claim, outgoing, review)], sinks, now))[0]
+
+    async def record_many(self, items: Sequence[Evaluated], sinks: list[str], now: float) -> list[bool]:
+        """`record` for several evaluations in one transaction (one commit); each is written only if
+        its claim still holds its lease (False in its place otherwise, and nothing of it is written)."""
         th = t.threads.c
-        values: dict[str, Any] = {"lease_owner": None, "lease_until": None, "attempts": 0, "last_error": None}
-        values["turns_evaluated_version"] = (
-            func.max(th.turns_evaluated_version, claim.version)
-            if self.dialect == "sqlite"
-            else func.greatest(th.turns_evaluated_version, claim.version)
-        )
-        if claim.mode is Mode.THREAD:
-            values["evaluated_version"] = claim.version
+        turns_version = func.max if self.dialect == "sqlite" else func.greatest
+        recorded: set[int] = set()
+        parts: dict[str, tuple[int, bytes]] = {}
         async with self.engine.begin() as conn:
-            res = await conn.execute(
-                update(t.threads).where(th.key == claim.thread_key, th.lease_owner == claim.owner).values(**values)
-            )
-            if res.rowcount != 1:
-                await conn.rollback()
-                return False
-            await self._write_results(conn, claim, outgoing, sinks, now)
-            if review is not None and review.reasons and claim.mode is Mode.THREAD:
-                await self._write_review(conn, claim, review, now)
-        return True
+            order = sorted(range(len(items)), key=lambda i: items[i].claim.thread_key)  # one lock order
+            for i in order:
+                item, claim = items[i], items[i].claim
+                values: dict[str, Any] = {"lease_owner": None, "lease_until": None, "attempts": 0, "last_error": None}
+                values["turns_evaluated_version"] = turns_version(th.turns_evaluated_version, claim.version)
+                if claim.mode is Mode.THREAD:
+                    values["evaluated_version"] = claim.version
+                res = await conn.execute(
+                    update(t.threads).where(th.key == claim.thread_key, th.lease_owner == claim.owner).values(**values)
+                )
+                if res.rowcount != 1:
+                    continue
+                recorded.add(i)
+                if item.review is not None and item.review.reasons and claim.mode is Mode.THREAD:
+                    await self._write_review(conn, claim, item.review, now)
+                parts.update(item.parts)
+            await self._write_results(conn, [(items[i].claim, items[i].outgoing) for i in sorted(recorded)], sinks, now)
+            await self._write_parts(conn, parts)
+        return [i in recorded for i in range(len(items))]
+
+    async def _write_parts(self, conn: AsyncConnection, parts: dict[str, tuple[int, bytes]]) -> None:
+        """Store the assembled part of each trace at its revision."""
+        if not parts:
+            return
+        rows = [{"trace_id": tid, "revision": rev, "data": data} for tid, (rev, data) in sorted(parts.items())]
+        ins = self._insert(t.turns)
+        upsert = ins.on_conflict_do_update(
+            index_elements=[t.turns.c.trace_id], set_={"revision": ins.excluded.revision, "data": ins.excluded.data}
+        )
+        for chunk in _chunks(rows):
+            await conn.execute(upsert, list(chunk))
 
     async def _write_results(
-        self, conn: AsyncConnection, claim: Claim, outgoing: list[Outgoing], sinks: list[str], now: float
+        self, conn: AsyncConnection, recorded: list[tuple[Claim, list[Outgoing]]], sinks: list[str], now: float
     ) -> None:
-        if not outgoing:
+        """Upsert the results of these claims; an outbox row per sink for each result that changed."""
+        ids = [o.id for _, outgoing in recorded for o in outgoing]
+        if not ids:
             return
         known: dict[str, str] = {}
-        ids = [o.id for o in outgoing]
         for chunk in _chunks(ids):
             res = await conn.execute(select(t.results.c.id, t.results.c.digest).where(t.results.c.id.in_(chunk)))
             known.update({r.id: r.digest for r in res})
         rows, deliveries = [], []
-        for o in outgoing:
-            data = pydantic_core.to_json(o.result)
-            digest = _digest(pydantic_core.to_json(o.result.model_dump(exclude={"duration_ms"})))
-            rows.append(
-                {
-                    "id": o.id,
-                    "thread_key": claim.thread_key,
-                    "target": o.target,
-                    "metric": o.result.metric,
-                    "thread_version": claim.version,
-                    "digest": digest,
-                    "data": data,
-                    "updated_at": now,
-                }
-            )
-            if known.get(o.id) == digest:
-                continue  # unchanged: nothing new to deliver
-            payload = orjson.dumps(
-                {
-                    "result_id": o.id,
-                    "thread_key": claim.thread_key,
-                    "target": o.target,
-                    "thread_version": claim.version,
-                    "anchor": o.anchor,
-                    "result": orjson.loads(data),
-                }
-            )
-            deliveries += [
-                {"sink": s, "kind": "result", "ref": o.id, "digest": digest, "payload": payload, "created_at": now}
-                for s in sinks
-            ]
+        for claim, outgoing in recorded:
+            for o in outgoing:
+                data = pydantic_core.to_json(o.result)
+                digest = _digest(o.result.model_dump_json(exclude={"duration_ms"}).encode())
+                rows.append(
+                    {
+                        "id": o.id,
+                        "thread_key": claim.thread_key,
+                        "target": o.target,
+                        "metric": o.result.metric,
+                        "thread_version": claim.version,
+                        "digest": digest,
+                        "data": data,
+                        "updated_at": now,
+                    }
+                )
+                if known.get(o.id) == digest or not sinks:
+                    continue  # unchanged: nothing new to deliver
+                payload = orjson.dumps(
+                    {
+                        "result_id": o.id,
+                        "thread_key": claim.thread_key,
+                        "target": o.target,
+                        "thread_version": claim.version,
+                        "anchor": o.anchor,
+                        "result": orjson.Fragment(data),
+                    }
+                )
+                deliveries += [
+                    {"sink": s, "kind": "result", "ref": o.id, "digest": digest, "payload": payload, "created_at": now}
+                    for s in sinks
+                ]
         ins = self._insert(t.results)
-        await conn.execute(
-            ins.on_conflict_do_update(
-                index_elements=[t.results.c.id],
-                set_={c: ins.excluded[c] for c in ("thread_version", "digest", "data", "updated_at", "target")},
-            ),
-            rows,
+        upsert = ins.on_conflict_do_update(
+            index_elements=[t.results.c.id],
+            set_={c: ins.excluded[c] for c in ("thread_version", "digest", "data", "updated_at", "target")},
         )
-        if deliveries:
-            await conn.execute(self._insert(t.outbox).on_conflict_do_nothing(), deliveries)
+        for chunk in _chunks(sorted(rows, key=lambda r: r["id"])):  # one lock order across replicas
+            await conn.execute(upsert, list(chunk))
+        for chunk in _chunks(deliveries):
+            await conn.execute(self._insert(t.outbox).on_conflict_do_nothing(), list(chunk))
 
     async def _write_review(self, conn: AsyncConnection, claim: Claim, review: ReviewRequest, now: float) -> None:
         rv = t.review_items.c
@@ -650,23 +820,35 @@ class SqlStore:
     async def renew_outbox(self, row: OutboxRow, now: float, lease_seconds: float) -> OutboxRow | None:
         """On PostgreSQL, the lease taken by `pending_outbox` is the fencing token: it is extended only
         if the row still carries it (SQLite: one sidecar, nothing to renew)."""
-        if self.dialect != "postgresql":
-            return row
+        return (await self.renew_outbox_many([row], now, lease_seconds))[0]
+
+    async def renew_outbox_many(
+        self, rows: Sequence[OutboxRow], now: float, lease_seconds: float
+    ) -> list[OutboxRow | None]:
+        """`renew_outbox` for the rows of a batch about to go out in one delivery, in one transaction:
+        each row in its place, or None where another replica took the row over."""
+        if self.dialect != "postgresql" or not rows:
+            return list(rows)
         ob = t.outbox.c
-        renew = (
-            update(t.outbox)
-            .where(
-                ob.id == row.id,
-                ob.next_attempt_at == row.lease_until,
-                ob.delivered_at.is_(None),
-                ob.failed.is_(False),
-            )
-            .values(next_attempt_at=now + lease_seconds)
-            .returning(ob.next_attempt_at)
-        )
+        renewed: dict[int, float] = {}
+        by_lease: dict[float, list[int]] = defaultdict(list)
+        for row in rows:  # the rows of one `pending_outbox` call share their lease
+            by_lease[row.lease_until].append(row.id)
         async with self.engine.begin() as conn:
-            lease = (await conn.execute(renew)).scalar()
-        return None if lease is None else replace(row, lease_until=lease)
+            for lease, ids in sorted(by_lease.items()):
+                renew = (
+                    update(t.outbox)
+                    .where(
+                        ob.id.in_(sorted(ids)),
+                        ob.next_attempt_at == lease,
+                        ob.delivered_at.is_(None),
+                        ob.failed.is_(False),
+                    )
+                    .values(next_attempt_at=now + lease_seconds)
+                    .returning(ob.id, ob.next_attempt_at)
+                )
+                renewed.update({i: until for i, until in await conn.execute(renew)})
+        return [replace(row, lease_until=renewed[row.id]) if row.id in renewed else None for row in rows]
 
     async def outbox_done(self, row_ids: Sequence[int], now: float) -> None:
         async with self.engine.begin() as conn:
@@ -751,6 +933,143 @@ class SqlStore:
                     set_={"value": ins.excluded.value, "created_at": ins.excluded.created_at},
                 )
             )
+
+    # -- retention -------------------------------------------------------------------------
+
+    async def prunable_threads(self, idle_before: float, limit: int) -> list[tuple[str, bool]]:
+        """Threads whose spans may go: active, evaluated at their last version (or not sampled) and idle
+        since before `idle_before`, oldest first; with whether any of their traces has no stored part
+        for its current revision (to be assembled first, or its turn would be lost)."""
+        th, tr, tu = t.threads.c, t.traces.c, t.turns.c
+        unassembled = (
+            select(tr.trace_id)
+            .select_from(t.traces.outerjoin(t.turns, tu.trace_id == tr.trace_id))
+            .where(
+                tr.thread_key == th.key, tr.pruned.is_(False), or_(tu.revision.is_(None), tu.revision != tr.revision)
+            )
+            .exists()
+        )
+        query = (
+            select(th.key, th.sampled, unassembled)
+            .where(th.status == "active", th.last_activity_at < idle_before, _prunable(th))
+            .order_by(th.last_activity_at)
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            return [(key, bool(sampled and missing)) for key, sampled, missing in await conn.execute(query)]
+
+    async def prune_spans(
+        self, keys: Sequence[str], parts: dict[str, tuple[int, bytes]], idle_before: float
+    ) -> dict[str, int]:
+        """Delete the spans, log events and histories of these threads, if still prunable (see
+        `prunable_threads`), after storing `parts`; their traces are marked pruned and the threads
+        `pruned` (a new span makes a thread active again). Returns rows deleted per table."""
+        th, tr = t.threads.c, t.traces.c
+        async with self.engine.begin() as conn:
+            taken = update(t.threads).where(
+                th.key.in_(sorted(keys)), th.status == "active", th.last_activity_at < idle_before, _prunable(th)
+            )
+            keys = list((await conn.execute(taken.values(status="pruned").returning(th.key))).scalars())
+            if not keys:
+                return {}
+            await self._write_parts(conn, parts)
+            traces = select(tr.trace_id).where(tr.thread_key.in_(keys))
+            deleted = {
+                "spans": (await conn.execute(delete(t.spans).where(t.spans.c.trace_id.in_(traces)))).rowcount,
+                "events": (
+                    await conn.execute(delete(t.span_events).where(t.span_events.c.trace_id.in_(traces)))
+                ).rowcount,
+                "messages": (await conn.execute(delete(t.messages).where(t.messages.c.thread_key.in_(keys)))).rowcount,
+            }
+            await conn.execute(
+                update(t.traces).where(tr.thread_key.in_(keys), tr.pruned.is_(False)).values(pruned=True)
+            )
+        for key in keys:
+            self._known.forget(key)
+        return deleted
+
+    async def expired_threads(self, idle_before: float, limit: int) -> list[str]:
+        """Threads idle since before `idle_before`, oldest first (any status)."""
+        th = t.threads.c
+        query = select(th.key).where(th.last_activity_at < idle_before).order_by(th.last_activity_at).limit(limit)
+        async with self.engine.connect() as conn:
+            return list((await conn.execute(query)).scalars())
+
+    async def delete_threads(self, keys: Sequence[str], idle_before: float) -> dict[str, int]:
+        """Delete everything of these threads (if still idle since before `idle_before`): results, review
+        items, turns, traces, spans, events, histories. Returns rows deleted per table."""
+        th, tr = t.threads.c, t.traces.c
+        async with self.engine.begin() as conn:
+            gone = delete(t.threads).where(th.key.in_(sorted(keys)), th.last_activity_at < idle_before)
+            keys = list((await conn.execute(gone.returning(th.key))).scalars())
+            if not keys:
+                return {}
+            traces = select(tr.trace_id).where(tr.thread_key.in_(keys))
+            deleted = {"threads": len(keys)}
+            for name, table, column in (
+                ("spans", t.spans, t.spans.c.trace_id),
+                ("events", t.span_events, t.span_events.c.trace_id),
+                ("turns", t.turns, t.turns.c.trace_id),
+            ):
+                deleted[name] = (await conn.execute(delete(table).where(column.in_(traces)))).rowcount
+            for name, table, column in (
+                ("traces", t.traces, tr.thread_key),
+                ("messages", t.messages, t.messages.c.thread_key),
+                ("results", t.results, t.results.c.thread_key),
+                ("review_items", t.review_items, t.review_items.c.thread_key),
+            ):
+                deleted[name] = (await conn.execute(delete(table).where(column.in_(keys)))).rowcount
+        for key in keys:
+            self._known.forget(key)
+        return deleted
+
+    async def delete_old(self, what: str, before: float, limit: int) -> int:
+        """Delete up to `limit` old rows of one kind; returns how many. `outbox`: delivered before
+        `before`; `parked`: outbox rows given up, created before; `review_items`: resolved, superseded
+        or forwarded before; `judge_cache`: answers stored before."""
+        ob, rv, jc = t.outbox.c, t.review_items.c, t.judge_cache.c
+        table, key, where = {
+            "outbox": (t.outbox, ob.id, ob.delivered_at < before),
+            "parked": (t.outbox, ob.id, and_(ob.failed.is_(True), ob.delivered_at.is_(None), ob.created_at < before)),
+            "review_items": (
+                t.review_items,
+                rv.id,
+                or_(
+                    and_(rv.status.in_(("resolved", "superseded")), rv.resolved_at < before),
+                    and_(rv.status == "forwarded", rv.created_at < before),
+                ),
+            ),
+            "judge_cache": (t.judge_cache, jc.key, jc.created_at < before),
+        }[what]
+        async with self.engine.begin() as conn:
+            batch = select(key).where(where).limit(limit).scalar_subquery()
+            return int((await conn.execute(delete(table).where(key.in_(batch)))).rowcount or 0)
+
+    async def reclaim(self, pages: int) -> int:
+        """Give up to `pages` free pages back to the file system (SQLite incremental vacuum); returns how
+        many went. PostgreSQL reuses the space of deleted rows itself (autovacuum): nothing to do."""
+        if self.dialect != "sqlite":
+            return 0
+        async with self.engine.connect() as conn:
+            before = (await conn.exec_driver_sql("PRAGMA freelist_count")).scalar() or 0
+            await conn.commit()
+            raw = await conn.get_raw_connection()
+            # executescript steps the pragma to the end (execute would free one page per call)
+            await raw.driver_connection.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+            after = (await conn.exec_driver_sql("PRAGMA freelist_count")).scalar() or 0
+        return max(0, int(before) - int(after))
+
+    async def size(self) -> tuple[int, int | None]:
+        """Bytes the store takes on disk, and of those how many are free for reuse (SQLite; None on
+        PostgreSQL, where the database's size is the figure)."""
+        async with self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                page_size, pages, free = [
+                    int((await conn.exec_driver_sql(f"PRAGMA {p}")).scalar() or 0)
+                    for p in ("page_size", "page_count", "freelist_count")
+                ]
+                return page_size * pages, page_size * free
+            return int((await conn.execute(select(func.pg_database_size(func.current_database())))).scalar() or 0), None
 
     # -- operations (readiness and Prometheus gauges) ----------------------------------------
 

@@ -1,0 +1,118 @@
+"""Where a backlog drain spends its CPU, per 10-turn thread: load, assemble, metrics, record.
+
+    .venv/bin/python bench/profile_drain.py                       # 1,000 conversations
+    .venv/bin/python bench/profile_drain.py --cprofile 30         # and the 30 costliest functions
+
+`bench/workload.py` conversations are ingested into a new SQLite file (not timed), then one process
+pinned to core 0 runs the real `Pipeline` with the deterministic pack and no sink until every thread
+is evaluated (`tick(settle_all=True)`). Each stage's CPU time (`time.process_time`, so the SQLite
+thread's work is counted too) is summed by wrapping the store's and the engine's functions:
+
+- load: `SqlStore.load_threads` (the queries, reading spans and their histories back);
+- assemble: `assemble.thread_from_stored` (stored turns as they are, the other traces assembled);
+- metrics: `evaluate.evaluate_all`;
+- record: `SqlStore.record_many` (results, outbox rows, stored turns; one transaction per batch);
+- claim: `SqlStore.claim`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import functools
+import logging
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import pin, table  # noqa: E402
+
+SPENT: dict[str, float] = {}
+
+
+def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    if asyncio.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.process_time()
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                SPENT[name] = SPENT.get(name, 0.0) + time.process_time() - started
+
+        return wrapper
+
+    @functools.wraps(fn)
+    def plain(*args: Any, **kwargs: Any) -> Any:
+        started = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            SPENT[name] = SPENT.get(name, 0.0) + time.process_time() - started
+
+    return plain
+
+
+async def run(args: argparse.Namespace) -> None:
+    import structlog
+    import workload
+
+    from connectors.otlp.decode import PROTOBUF, decode_traces, decompress
+    from tracing_eval import pipeline
+    from tracing_eval.config import DETERMINISTIC_PACK, Settings
+    from tracing_eval.ingest import make_batch
+    from tracing_eval.metrics.catalogue import build_metrics
+    from tracing_eval.store.sql import SqlStore
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    wl = workload.build(args.conversations, args.turns)
+    with tempfile.TemporaryDirectory(prefix="tracing-eval-drain-") as tmp:
+        store = SqlStore(f"sqlite+aiosqlite:///{tmp}/store.db")
+        await store.open()
+        for body in wl.bodies:
+            spans = decode_traces(decompress(body, "gzip", 1 << 30), PROTOBUF).spans
+            await store.ingest(make_batch(spans, []), time.time())
+        for name in ("load_threads", "record_many", "claim"):
+            setattr(SqlStore, name, timed(name.split("_")[0], getattr(SqlStore, name)))
+        pipeline.thread_from_stored = timed("assemble", pipeline.thread_from_stored)
+        pipeline.evaluate_all = timed("metrics", pipeline.evaluate_all)
+        settings = Settings(metrics={"enabled": DETERMINISTIC_PACK}, schedule={"batch_size": args.batch})
+        p = pipeline.Pipeline(store=store, settings=settings, metrics=build_metrics(settings), owner="profile")
+        profiler = cProfile.Profile() if args.cprofile else None
+        wall, cpu = time.perf_counter(), time.process_time()
+        if profiler is not None:
+            profiler.enable()
+        stats = await p.tick(settle_all=True, deliver=False)
+        if profiler is not None:
+            profiler.disable()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        await store.close()
+    n = stats.threads_evaluated
+    rows = [[name, f"{spent * 1000 / n:.2f}", f"{spent / cpu:.0%}"] for name, spent in SPENT.items()]
+    rows.append(["total CPU", f"{cpu * 1000 / n:.2f}", "100%"])
+    print(f"{n} threads of {args.turns} turns: {n / wall:.1f} threads/s wall, {n / cpu:.1f} threads per CPU second")
+    print(table(["stage", "CPU ms per thread", "share"], rows))
+    if profiler is not None:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.cprofile)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--conversations", type=int, default=1000)
+    ap.add_argument("--turns", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=100, help="threads claimed (and recorded) per batch")
+    ap.add_argument("--cprofile", type=int, default=0, metavar="N", help="print the N costliest functions")
+    args = ap.parse_args()
+    pin(0)
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

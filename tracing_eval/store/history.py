@@ -1,0 +1,333 @@
+"""Conversation histories stored once per thread, as chains of messages addressed by content hash.
+
+A chat span carries the conversation so far: turn n repeats the n-1 turns before it, so spans stored
+as they come grow with the square of the conversation. Before a span is stored, each history it carries
+is cut into its messages. Every message becomes a node whose id hashes the message and the id of the
+node before it; nodes are stored once per thread, and the span keeps only the id of its history's last
+node (a marker in place of the attribute). A history that extends an earlier one shares its nodes, so a
+thread stores each message once, plus what each span adds. Reading a span puts its histories back.
+
+Histories are looked for where the conventions read them (DESIGN §5), and only there:
+
+- flattened `llm.input_messages.N.*` (OpenInference) and `gen_ai.prompt.N.*` (Traceloop): one node
+  per N, when the indices run 0..n-1;
+- JSON message lists, as a string or a structured value, in `gen_ai.input.messages`, `input.value`,
+  `ai.prompt.messages` and the other input keys below: a list of objects, or an object with a
+  `messages` list of objects (the rest of the object stays in the marker).
+
+A JSON string comes back as compact JSON of the same value (the original's spacing is not kept).
+Anything else, and anything that does not parse, is stored as it came. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from tracing_eval.model import Span, SpanEvent
+
+#: Marker key of an attribute whose history was moved into the thread's message chains.
+MARK = "\x00history"
+#: Flattened histories, one node per index, with the key that shows one is there (its first message's
+#: role); a history without it stays inline.
+FLAT_PREFIXES = (
+    ("llm.input_messages.", "llm.input_messages.0.message.role"),
+    ("gen_ai.prompt.", "gen_ai.prompt.0.role"),
+)
+#: Attributes holding a JSON message list (or an object with `messages`): conversation inputs, and
+#: system instructions, which every chat span of a thread repeats.
+JSON_KEYS = frozenset(
+    {
+        "gen_ai.input.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.prompt",
+        "input.value",
+        "traceloop.entity.input",
+        "ai.prompt",
+        "ai.prompt.messages",
+        "langfuse.observation.input",
+        "langfuse.trace.input",
+    }
+)
+#: Values shorter than this stay inline: a node costs more than it saves.
+MIN_CHARS = 64
+
+
+#: The nodes of histories by id: (parent id or None for the first message, the message as JSON).
+Nodes = dict[str, tuple[str | None, bytes]]
+
+
+def node_id(parent: str | None, data: bytes) -> str:
+    """The id of a history node: a hash of its message and of the node before it."""
+    h = hashlib.sha256(data)
+    if parent is not None:
+        h.update(parent.encode())
+    return h.hexdigest()[:32]
+
+
+class Chains:
+    """The latest chain seen per (thread, attribute), so a history that extends it is hashed only
+    where it is new (its items are compared with the last chain's, position by position). Holds at
+    most `max_bytes` of items, least recent chains first out; forgetting one only costs hashing again."""
+
+    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self.held = 0
+        self._last: dict[tuple[str, str], tuple[list[bytes], list[str], int]] = {}
+
+    def add(self, slot: tuple[str, str], items: list[bytes], nodes: Nodes) -> str:
+        """Add the chain of `items` to `nodes`; returns the id of its last node."""
+        last_items, last_ids, last_size = self._last.pop(slot, ((), (), 0))
+        self.held -= last_size
+        kept: list[bytes] = []
+        ids: list[str] = []
+        parent: str | None = None
+        for i, data in enumerate(items):
+            if i < len(last_items) and last_items[i] == data and (i == 0 or last_ids[i - 1] == parent):
+                nid, data = last_ids[i], last_items[i]
+            else:
+                nid, data = node_id(parent, data), bytes(memoryview(data))  # an exact-size copy to keep
+            nodes[nid] = (parent, data)
+            kept.append(data)
+            ids.append(nid)
+            parent = nid
+        size = sum(map(len, kept)) + 100 * len(ids)
+        self._last[slot] = (kept, ids, size)
+        self.held += size
+        while self.held > self.max_bytes and self._last:
+            self.held -= self._last.pop(next(iter(self._last)))[2]
+        assert parent is not None
+        return parent
+
+
+def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str]) -> dict[str, Any] | None:
+    """The marker for a JSON message list (string or structured), or None to keep `value` inline."""
+    as_text = isinstance(value, str)
+    if as_text:
+        if len(value) < MIN_CHARS or value.lstrip()[:1] not in ("[", "{"):
+            return None
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+    marker: dict[str, Any] = {"s": as_text}
+    messages = value
+    if isinstance(value, dict):
+        messages = value.get("messages")
+        if not isinstance(messages, list):
+            return None
+        keys = list(value)
+        marker["at"] = keys.index("messages")
+        marker["rest"] = {k: v for k, v in value.items() if k != "messages"}
+    if type(messages) is not list or not messages:
+        return None
+    try:
+        items = [orjson.dumps(m) for m in messages if type(m) is dict]
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    if len(items) != len(messages):  # not a list of objects
+        return None
+    if not as_text and sum(map(len, items)) < MIN_CHARS:
+        return None
+    marker["head"] = chains.add(slot, items, nodes)
+    return marker
+
+
+def _flat_history(
+    attrs: Mapping[str, Any], prefix: str, nodes: Nodes, chains: Chains, slot: tuple[str, str]
+) -> tuple[dict[str, Any], list[str]] | None:
+    """The marker for the flattened history under `prefix` and the keys it replaces, or None when its
+    keys are not grouped by index 0, 1, 2, ... in order (such a history stays as it came)."""
+    groups: list[dict[str, Any]] = []
+    keys: list[str] = []
+    current, following = "", prefix + "0."
+    for key, value in attrs.items():
+        if not key.startswith(prefix):
+            continue
+        if not (current and key.startswith(current)):
+            if not key.startswith(following):
+                return None
+            groups.append({})
+            current, following = following, f"{prefix}{len(groups)}."
+        groups[-1][key[len(current) :]] = value
+        keys.append(key)
+    try:
+        items = [orjson.dumps(group) for group in groups]
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return {"flat": True, "head": chains.add(slot, items, nodes)}, keys
+
+
+def split(attrs: dict[str, Any], nodes: Nodes, chains: Chains, thread_key: str) -> dict[str, Any]:
+    """`attrs` with its histories moved into `nodes` (the same dict when it has none)."""
+    out: dict[str, Any] | None = None
+    for key in JSON_KEYS.intersection(attrs):
+        marker = _json_history(attrs[key], nodes, chains, (thread_key, key))
+        if marker is not None:
+            out = out if out is not None else dict(attrs)
+            out[key] = {MARK: marker}
+    for prefix, first in FLAT_PREFIXES:
+        if first not in attrs:
+            continue
+        found = _flat_history(attrs, prefix, nodes, chains, (thread_key, prefix))
+        if found is not None:
+            marker, keys = found
+            out = out if out is not None else dict(attrs)
+            for key in keys:
+                del out[key]
+            out[prefix] = {MARK: marker}
+    return attrs if out is None else out
+
+
+def _event_record(event: SpanEvent, nodes: Nodes, chains: Chains, thread_key: str) -> dict[str, Any]:
+    attrs = event.attributes
+    attributes = split(attrs, nodes, chains, thread_key) if isinstance(attrs, dict) else attrs
+    return {"name": event.name, "time_ns": event.time_ns, "attributes": attributes, "body": event.body}
+
+
+def span_record(span: Span, nodes: Nodes, chains: Chains, thread_key: str) -> bytes:
+    """The stored form of `span` (JSON) in thread `thread_key`, its histories added to `nodes`."""
+    return orjson.dumps(
+        {
+            "trace_id": span.trace_id,
+            "span_id": span.span_id,
+            "parent_id": span.parent_id,
+            "name": span.name,
+            "kind": span.kind,
+            "start_ns": span.start_ns,
+            "end_ns": span.end_ns,
+            "status": span.status,
+            "status_message": span.status_message,
+            "attributes": split(span.attributes, nodes, chains, thread_key),
+            "events": [_event_record(e, nodes, chains, thread_key) for e in span.events],
+            "resource": span.resource,
+            "scope": span.scope,
+        }
+    )
+
+
+def event_record(event: SpanEvent, nodes: Nodes, chains: Chains, thread_key: str) -> bytes:
+    """The stored form of a log event joined to a span, its histories added to `nodes`."""
+    return orjson.dumps(_event_record(event, nodes, chains, thread_key))
+
+
+class Histories:
+    """Reads histories back from the nodes of one thread (`id -> (parent, data)`), each node parsed
+    once however many spans share it."""
+
+    def __init__(self, nodes: Mapping[str, tuple[str | None, bytes]]) -> None:
+        self._nodes = nodes
+        self._chains: dict[str, list[Any]] = {}  # head -> its items
+        self._items: dict[str, Any] = {}  # node -> its item, parsed once
+
+    def messages(self, head: str) -> list[Any]:
+        """The decoded items of the chain ending at `head` (a missing node is a `KeyError`)."""
+        found = self._chains.get(head)
+        if found is None:
+            walked: list[str] = []
+            node: str | None = head
+            while node is not None and node not in self._chains:
+                walked.append(node)
+                node = self._nodes[node][0]
+            found = list(self._chains[node]) if node is not None else []
+            found.extend(self._item(n) for n in reversed(walked))
+            self._chains[head] = found
+        return found
+
+    def _item(self, node_id: str) -> Any:
+        item = self._items.get(node_id)
+        if item is None:
+            item = self._items[node_id] = orjson.loads(self._nodes[node_id][1])
+        return item
+
+    def join(self, attrs: Any) -> Any:
+        """`attrs` with every history marker replaced by the history it stands for."""
+        if not isinstance(attrs, dict) or not any(_is_marker(v) for v in attrs.values()):
+            return attrs
+        out: dict[str, Any] = {}
+        for key, value in attrs.items():
+            marker = value[MARK] if _is_marker(value) else None
+            if marker is None or marker.get("head") not in self._nodes:  # a value that only looks like one
+                out[key] = value
+                continue
+            items = self.messages(marker["head"])
+            if marker.get("flat"):
+                for i, fields in enumerate(items):
+                    for rest, v in fields.items():
+                        out[f"{key}{i}.{rest}"] = v
+                continue
+            restored: Any = list(items)  # callers may change what they get; the chain is shared
+            if "rest" in marker:
+                pairs = list(marker["rest"].items())
+                pairs.insert(marker["at"], ("messages", restored))
+                restored = dict(pairs)
+            out[key] = orjson.dumps(restored).decode() if marker["s"] else restored
+        return out
+
+
+def _is_marker(value: Any) -> bool:
+    return type(value) is dict and len(value) == 1 and type(value.get(MARK)) is dict
+
+
+def _event(data: dict[str, Any], join: Callable[[Any], Any]) -> SpanEvent:
+    return SpanEvent.model_construct(
+        name=data["name"], time_ns=data["time_ns"], attributes=join(data["attributes"]), body=data["body"]
+    )
+
+
+def read_span(data: bytes, histories: Histories) -> Span:
+    """A stored span back as the canonical `Span` (stored data was validated on the way in)."""
+    d = orjson.loads(data)
+    d["attributes"] = histories.join(d["attributes"])
+    d["events"] = [_event(e, histories.join) for e in d["events"]]
+    return Span.model_construct(**d)
+
+
+def read_event(data: bytes, histories: Histories) -> SpanEvent:
+    """A stored log event back as a `SpanEvent`."""
+    return _event(orjson.loads(data), histories.join)
+
+
+#: How long this process trusts that a node it stored is still there. Retention deletes a thread's
+#: nodes only after it has been idle for RETENTION_FLOOR_SECONDS, far longer, so a trusted node is
+#: never one that was deleted (by this replica or another).
+KNOWN_SECONDS = 600.0
+RETENTION_FLOOR_SECONDS = 3600.0
+
+
+class KnownNodes:
+    """Nodes this process stored in threads it changed, for KNOWN_SECONDS: a span whose history
+    extends one stored moments ago sends only its new nodes. Holds at most `max_ids` ids, the least
+    recently stored threads first out; forgetting is always safe, a forgotten node is merely sent again."""
+
+    def __init__(self, max_ids: int = 200_000) -> None:
+        self.max_ids = max_ids
+        self.held = 0
+        self._threads: dict[str, tuple[float, set[str]]] = {}
+
+    def known(self, thread_key: str, now: float) -> set[str]:
+        found = self._threads.get(thread_key)
+        if found is None or not 0 <= now - found[0] < KNOWN_SECONDS:
+            return set()
+        return found[1]
+
+    def stored(self, thread_key: str, ids: Iterable[str], now: float) -> None:
+        """`ids` were committed in `thread_key`, whose activity time is now `now`."""
+        ids = set(ids)
+        found = self._threads.pop(thread_key, None)
+        if found is not None:
+            self.held -= len(found[1])
+            if 0 <= now - found[0] < KNOWN_SECONDS:
+                ids |= found[1]
+        self._threads[thread_key] = (now, ids)  # most recent last
+        self.held += len(ids)
+        while self.held > self.max_ids and self._threads:
+            self.held -= len(self._threads.pop(next(iter(self._threads)))[1])
+
+    def forget(self, thread_key: str) -> None:
+        found = self._threads.pop(thread_key, None)
+        if found is not None:
+            self.held -= len(found[1])
