@@ -77,7 +77,7 @@ def truncated(text: str, finish_reason: str | None) -> str | None:
 def script_of(text: str) -> str | None:
     """The dominant Unicode script of the letters in `text`, when there are enough of them."""
     if text.isascii():
-        letters = sum(ch.isalpha() for ch in text)
+        letters = sum(map(str.isalpha, text))
         return "LATIN" if letters >= MIN_SCRIPT_LETTERS else None
     counts: Counter[str] = Counter()
     for ch in text:

@@ -22,8 +22,10 @@ from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import friction_cues as cues
+from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS, STOP_WORDS
 from tracing_eval.metrics.deterministic.response_hygiene import latin_language, script_of
-from tracing_eval.metrics.deterministic.similarity import tokens
+from tracing_eval.metrics.deterministic.similarity import stem
+from tracing_eval.metrics.deterministic.similarity import words as all_words
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
 
 NAME = "user_friction"
@@ -39,6 +41,23 @@ FLAGS = ("correction", "reminder", "retry", "repeat", "frustration", "escalation
 
 _LETTER = re.compile(r"[^\W\d_]")
 _DIGIT = re.compile(r"\d")
+#: upper-case letters (any script with case): a cheap first test for shouting
+_UPPER = re.compile(r"[^\W\d_a-z\u00df-\u00ff]")
+#: function words of the Latin-script languages other than English (a cheap first test for `other_language`)
+_FOREIGN_WORDS = frozenset().union(*(w for k, w in LANGUAGE_WORDS.items() if k != "en")) - LANGUAGE_WORDS["en"]
+#: every cue of `friction_cues` needs one of these words (as `similarity.words` spells them): a message
+#: with none of them can only be a `repeat` or `shouting` (keep in step with the cue patterns)
+CUE_WORDS = frozenset(
+    """
+    no nope nah negative not isnt wasnt arent werent wrong incorrect mistaken misunderstood misheard misread
+    mixed mistake error misunderstanding mixup mix confusion never didnt did sure cant dont
+    already just said told asked again time recheck retry double re harder keep
+    useless pathetic incompetent hopeless stupid dumb frustrating annoying ridiculous absurd unacceptable
+    unhelpful helpful helping joke waste kidding joking serious listening reading understanding sense understand
+    get listen read help give frustrated annoyed irritated angry upset tired
+    human person agent representative rep manager supervisor operator someone
+    """.split()
+)
 #: confirmations repeat by nature ("yes, please proceed"); they are not the user repeating a request
 _CONFIRMATION = re.compile(
     r"^\W*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|alright|correct|confirm(?:ed)?|that'?s (?:right|correct)|sounds? good"
@@ -55,27 +74,37 @@ _ASKS_AGAIN = re.compile(
 
 def shouting(text: str) -> bool:
     """Mostly capital letters, ignoring ids (words with digits), short acronyms (ID, OK, USA) and thanks."""
-    if cues.CLOSING.search(text):
+    if len(_UPPER.findall(text)) < SHOUT_MIN_LETTERS or cues.CLOSING.search(text):
         return False
     kept = [w for w in text.split() if not _DIGIT.search(w) and not (len(w) <= 3 and w.isupper())]
     letters = _LETTER.findall(" ".join(kept))
     if len(letters) < SHOUT_MIN_LETTERS:
         return False
-    upper = sum(ch.isupper() for ch in letters)
+    upper = sum(map(str.isupper, letters))
     return upper / len(letters) >= SHOUT_SHARE
 
 
 def repeats_a_request(text: str, reply: str, earlier: list[frozenset[str]], words: frozenset[str]) -> bool:
     """The message says again what one of the last two user messages said, unprompted."""
-    if len(words) < MIN_TOKENS or _CONFIRMATION.match(text) or cues.CLOSING.search(text):
+    if len(words) < MIN_TOKENS:
         return False
-    if cues.DECLINE.search(text) or _ALTERNATIVES.search(text) or (reply and _ASKS_AGAIN.search(reply)):
+    if not any(len(w) >= MIN_TOKENS and len(w & words) / len(w | words) >= REPEAT for w in earlier[-WINDOW:]):
         return False
-    return any(len(w) >= MIN_TOKENS and len(w & words) / len(w | words) >= REPEAT for w in earlier[-WINDOW:])
+    if _CONFIRMATION.match(text) or cues.CLOSING.search(text) or cues.DECLINE.search(text):
+        return False
+    return not (_ALTERNATIVES.search(text) or (reply and _ASKS_AGAIN.search(reply)))
 
 
-def flags_for(text: str, reply: str, earlier: list[frozenset[str]], words: frozenset[str]) -> list[str]:
-    """Friction flags of a follow-up user message, given the reply it answers and the earlier messages."""
+def flags_for(
+    text: str, reply: str, earlier: list[frozenset[str]], words: frozenset[str], plain: frozenset[str] | None = None
+) -> list[str]:
+    """Friction flags of a follow-up user message, given the reply it answers and the earlier messages.
+    `words` are its content tokens, `plain` all its words (to skip the cue patterns when none can match)."""
+    if plain is not None and plain.isdisjoint(CUE_WORDS):  # most messages
+        found = dict.fromkeys(FLAGS, False)
+        found["repeat"] = repeats_a_request(text, reply, earlier, words)
+        found["shouting"] = shouting(text)
+        return [f for f in FLAGS if found[f]]
     found = {
         "correction": bool(cues.DISPUTE.search(text)) or cues.says_no_to_a_detail(text, reply),
         "reminder": bool(cues.REMINDER.search(text)),
@@ -88,8 +117,10 @@ def flags_for(text: str, reply: str, earlier: list[frozenset[str]], words: froze
     return [f for f in FLAGS if found[f]]
 
 
-def other_language(text: str) -> str | None:
+def other_language(text: str, plain: frozenset[str] | None = None) -> str | None:
     """The language or script of a message the English lexicon cannot read, or None."""
+    if text.isascii() and (plain if plain is not None else frozenset(all_words(text))).isdisjoint(_FOREIGN_WORDS):
+        return None  # English, or too little to tell: no function word of another language
     script = script_of(text)
     if script is not None and script != "LATIN":
         return f"{script.title()} script"
@@ -126,8 +157,9 @@ class UserFriction(MetricBase):
         previous_reply = {t.index: thread.turns[t.index - 1].assistant_text for t in user_turns if t.index > 0}
         for k, turn in enumerate(user_turns):
             text = turn.user_text
-            words = frozenset(tokens(text))
-            language = other_language(text)
+            plain = frozenset(all_words(text))
+            words = frozenset(stem(w) for w in plain if w not in STOP_WORDS)
+            language = other_language(text, plain)
             if language is not None:
                 earlier.append(words)
                 results.append(
@@ -140,7 +172,7 @@ class UserFriction(MetricBase):
                     )
                 )
                 continue
-            flags = [] if k == 0 else flags_for(text, previous_reply.get(turn.index, ""), earlier, words)
+            flags = [] if k == 0 else flags_for(text, previous_reply.get(turn.index, ""), earlier, words, plain)
             earlier.append(words)
             counted += k > 0
             if flags:
