@@ -98,7 +98,14 @@ def test_declines_closings_and_answers_are_not_corrections(reply: str, text: str
 
 
 @pytest.mark.parametrize(
-    "text", ["I already told you my order number.", "Like I said, it's the Seattle flight.", "NO! I said 16:45."]
+    "text",
+    [
+        "I already told you my order number.",
+        "Like I said, it's the Seattle flight.",
+        "NO! I said 16:45.",
+        "It's for my mother, as I mentioned.",
+        "As I explained, the refund never arrived.",
+    ],
 )
 def test_reminders(text: str) -> None:
     assert "reminder" in flags_of(text)
