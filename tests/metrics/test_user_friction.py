@@ -2,7 +2,8 @@
 
 import pytest
 
-from tracing_eval.metrics.deterministic.user_friction import UserFriction, shouting
+from tracing_eval.metrics.deterministic.similarity import words
+from tracing_eval.metrics.deterministic.user_friction import CUE_WORDS, UserFriction, flags_for, shouting
 from tracing_eval.model import MetricResult, Scope, Status, Thread
 from tracing_eval.transcripts import thread_from_messages
 
@@ -202,3 +203,28 @@ def test_single_user_turn_gets_a_turn_result_and_no_thread_rate() -> None:
 def test_no_user_messages_is_not_applicable() -> None:
     [result] = UserFriction().evaluate(Thread(key="empty"))
     assert result.status == Status.NOT_APPLICABLE
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "that isn't right",
+        "there's been a mix-up",
+        "I never said that",
+        "I don't believe you",
+        "Please re-check it",
+        "could you double-check?",
+        "try harder",
+        "keep looking please",
+        "why can't you just book it",
+        "I'm getting annoyed",
+        "Put me through to a supervisor",
+        "for the second time, it's 4411",
+        "as I wrote before",
+    ],
+)
+def test_the_cue_word_shortcut_never_hides_a_cue(text: str) -> None:
+    plain = frozenset(words(text))
+    assert not plain.isdisjoint(CUE_WORDS)
+    reply = "Sorry, I couldn't find it. Please confirm: order 4410?"
+    assert flags_for(text, reply, [], frozenset(), plain) == flags_for(text, reply, [], frozenset(), None) != []

@@ -23,7 +23,7 @@ DISPUTE = re.compile(
     r"(?:wrong|incorrect|mistaken)\b"
     r"|^\W*(?:no\W+)?(?:wrong|incorrect)\b"
     r"|\byou (?:misunderstood|misheard|misread|mixed (?:it|that|them|things) up|got (?:it|that|this) wrong)\b"
-    r"|\b(?:there must be|there(?:'s| is| has been| was| seems to be)) (?:a |an |some )?(?:\w+ )?"
+    r"|\b(?:there must (?:be|have been)|there(?:'s| is|'s been| has been| was| seems to be)) (?:a |an |some )?(?:\w+ )?"
     r"(?:mistake|error|misunderstanding|mix-?up|confusion)\b"
     r"|\bi (?:never|did ?n'?t|did not) (?:say|said|ask|asked|want|wanted|request|requested|choose|book)\b"
     r"|\bare you sure\b|\bthat can'?t be (?:right|correct|true)\b|\bi don'?t believe (?:you|that|it)\b",
@@ -77,7 +77,7 @@ ANNOYANCE = re.compile(
 )
 #: the user asks for a person
 HUMAN = re.compile(
-    r"\b(?:speak|talk|chat|connect|transfer|put|escalate)\w*\s+(?:me\s+)?(?:to|with)\s+(?:a|an|the|some|your)?\s*"
+    r"\b(?:speak|talk|chat|connect|transfer|put|escalate)\w*\s+(?:me\s+)?(?:through\s+)?(?:to|with)\s+(?:a|an|the|some|your)?\s*"
     r"(?:real\s+|live\s+)?(?:human|person|agent|representative|rep|manager|supervisor|operator|someone)\b"
     r"|^\s*(?:an?\s+)?(?:human|real person|live agent|agent|representative|supervisor|manager)(?:\s+please)?"
     r"\s*[!?.]*\s*$",
