@@ -77,7 +77,8 @@ ANNOYANCE = re.compile(
 )
 #: the user asks for a person
 HUMAN = re.compile(
-    r"\b(?:speak|talk|chat|connect|transfer|put|escalate)\w*\s+(?:me\s+)?(?:through\s+)?(?:to|with)\s+(?:a|an|the|some|your)?\s*"
+    r"\b(?:speak|talk|chat|connect|transfer|put|escalate)\w*\s+(?:me\s+)?(?:through\s+)?(?:to|with)\s+"
+    r"(?:a|an|the|some|your)?\s*"
     r"(?:real\s+|live\s+)?(?:human|person|agent|representative|rep|manager|supervisor|operator|someone)\b"
     r"|^\s*(?:an?\s+)?(?:human|real person|live agent|agent|representative|supervisor|manager)(?:\s+please)?"
     r"\s*[!?.]*\s*$",
