@@ -78,6 +78,7 @@ def test_saying_no_to_a_detail_and_replacing_it_is_a_correction(reply: str, text
         "You got it wrong, I said Tuesday.",
         "There must be a mistake; I am a Gold member.",
         "Are you sure there's nothing at 5 pm?",
+        "That\u2019s not right, I asked for Tuesday.",
     ],
 )
 def test_disputing_the_reply_is_a_correction(text: str) -> None:

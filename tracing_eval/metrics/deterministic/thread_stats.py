@@ -70,7 +70,7 @@ def stats(thread: Thread) -> dict[str, Any]:
         (m for m in reversed(messages) if m.role in ("user", "assistant") and (m.content.strip() or m.tool_calls)), None
     )
     ends_with_user = last is not None and last.role == "user"
-    last_user = user[-1].content if user else ""
+    last_user = user[-1].content.replace("\u2019", "'") if user else ""
     frustrated_end = bool(last_user) and (
         bool(ANNOYANCE.search(last_user))
         or asks_for_a_human(last_user, _reply_before_last_user(thread))

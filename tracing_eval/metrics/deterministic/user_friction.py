@@ -100,6 +100,7 @@ def flags_for(
 ) -> list[str]:
     """Friction flags of a follow-up user message, given the reply it answers and the earlier messages.
     `words` are its content tokens, `plain` all its words (to skip the cue patterns when none can match)."""
+    text, reply = text.replace("\u2019", "'"), reply.replace("\u2019", "'")  # typographic apostrophes
     if plain is not None and plain.isdisjoint(CUE_WORDS):  # most messages
         found = dict.fromkeys(FLAGS, False)
         found["repeat"] = repeats_a_request(text, reply, earlier, words)
