@@ -24,9 +24,7 @@ from tracing_eval.agreement import (
 
 
 def table(tp: int, fp: int, fn: int, tn: int) -> list[Pair]:
-    return (
-        [Pair(True, True)] * tp + [Pair(True, False)] * fp + [Pair(False, True)] * fn + [Pair(False, False)] * tn
-    )
+    return [Pair(True, True)] * tp + [Pair(True, False)] * fp + [Pair(False, True)] * fn + [Pair(False, False)] * tn
 
 
 def test_kappa_precision_recall_f1_on_a_textbook_table() -> None:
