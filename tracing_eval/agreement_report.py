@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.box import SIMPLE
 from rich.table import Table
 
 from tracing_eval.agreement import STATS, Agreement
@@ -67,9 +68,9 @@ def stats_table(c: Comparison) -> Table:
 SUMMARY = {
     "kappa": "kappa",
     "precision": "prec",
-    "recall": "recall",
+    "recall": "rec",
     "f1": "F1",
-    "false_alarm_rate": "false al.",
+    "false_alarm_rate": "FA",
     "spearman": "rho",
     "roc_auc": "AUC",
 }
@@ -78,17 +79,25 @@ SUMMARY = {
 def summary_table(comparisons: list[Comparison]) -> Table:
     """One row per metric: units (n), human positives, flagged and the main statistics (intervals: JSON)."""
     shown = [s for s in SUMMARY if any(c.agreement.stats.get(s) is not None for c in comparisons)]
-    table = Table(title="Agreement by metric")
+    levels = {c.level for c in comparisons}
+    table = Table(
+        title="Agreement by metric" + (f" ({levels.pop()} level)" if len(levels) == 1 else ""),
+        box=SIMPLE,
+        pad_edge=False,
+        padding=(0, 0, 0, 1),
+    )
     table.add_column("metric", no_wrap=True)
-    table.add_column("level")
+    if len(levels) > 1:
+        table.add_column("level")
     for col in ("n", "pos", "flag"):
         table.add_column(col, justify="right")
     for s in shown:
         table.add_column(SUMMARY[s], justify="right")
     for c in comparisons:
         a = c.agreement
+        level = [c.level] if len(levels) > 1 else []
         table.add_row(
-            c.metric, c.level, str(a.n), str(a.positives), str(a.flagged), *(_value(a.stats.get(s), 2) for s in shown)
+            c.metric, *level, str(a.n), str(a.positives), str(a.flagged), *(_value(a.stats.get(s), 2) for s in shown)
         )
     return table
 
