@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from rich.box import SIMPLE
 from rich.table import Table
 
-from tracing_eval.agreement import STATS, Agreement
+from tracing_eval.agreement import STATS
+from tracing_eval.calibrate import Comparison
 
 #: statistics that need a positive label set (the rest need an ordinal rating)
 BINARY = ("kappa", "precision", "recall", "f1", "accuracy", "false_alarm_rate")
-
-
-@dataclass
-class Comparison:
-    """One metric against one label: the agreement and what was left out."""
-
-    metric: str
-    agreement: Agreement
-    left_out: dict[str, int] = field(default_factory=dict)
-    not_applicable: int = 0
-    level: str = "thread"
 
 
 def _round(x: float | None) -> float | None:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracing_eval.agreement import Pair
+from tracing_eval.agreement import Agreement, Pair, agreement
 from tracing_eval.model import Thread
 
 SECTIONS = ("thread_labels", "turn_labels")
@@ -237,6 +237,17 @@ class Prediction:
         return self.flagged(result), self.trouble(result)
 
 
+@dataclass
+class Comparison:
+    """One metric against one label: the agreement, the unit level, and what was left out."""
+
+    metric: str
+    agreement: Agreement
+    left_out: dict[str, int] = field(default_factory=dict)
+    not_applicable: int = 0
+    level: str = "thread"
+
+
 # -- joining -----------------------------------------------------------------------------------
 
 
@@ -371,3 +382,45 @@ def join_scored(
             continue
         units.pairs.append(Pair(read[0], label[0], read[1], label[1]))
     return units
+
+
+def default_level(path: LabelPath, evidence_field: str | None) -> str:
+    """thread for thread_labels; for turn_labels reply when the metric lists replies, else turn."""
+    if path.section == "thread_labels":
+        return "thread"
+    return "reply" if evidence_field else "turn"
+
+
+def measure(
+    rows: Sequence[Mapping[str, Any]],
+    threads: Sequence[Thread],
+    records: Sequence[Mapping[str, Any]],
+    *,
+    metrics: Sequence[str],
+    path: LabelPath,
+    rule: LabelRule,
+    prediction: Prediction,
+    level: str | None = None,
+    evidence_field: str | None = None,
+    samples: int = 1000,
+    seed: int = 0,
+) -> list[Comparison]:
+    """Every metric against the label: its units joined, then kappa & co. with bootstrap intervals."""
+    out: list[Comparison] = []
+    for name in metrics:
+        evidence = evidence_field or REPLY_EVIDENCE.get(name)
+        unit_level = level or default_level(path, evidence)
+        units = join(
+            rows,
+            threads,
+            records,
+            metric=name,
+            path=path,
+            level=unit_level,
+            rule=rule,
+            prediction=prediction,
+            evidence_field=evidence,
+        )
+        found = agreement(units.pairs, samples=samples, seed=seed)
+        out.append(Comparison(name, found, units.left_out, units.not_applicable, unit_level))
+    return out

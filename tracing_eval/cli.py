@@ -755,7 +755,6 @@ def calibrate(
     from tracing_eval import calibrate as cal
     from tracing_eval.agreement import agreement
     from tracing_eval.agreement_report import (
-        Comparison,
         comparison_json,
         confusion_table,
         stats_table,
@@ -780,10 +779,11 @@ def calibrate(
             if not metric_name:
                 raise cal.CalibrationError("--source langfuse needs --metric (the score this project writes)")
             build_metrics(settings, [metric_name])
-            levels = {metric_name: "trace or session"}
-            units = {
-                metric_name: asyncio.run(_langfuse_units(settings, label_path, metric_name, since, rule, prediction))
-            }
+            units = asyncio.run(_langfuse_units(settings, label_path, metric_name, since, rule, prediction))
+            if not units.pairs:
+                _fail(_nothing_to_compare(units.left_out, positive))
+            found = agreement(units.pairs, samples=samples, seed=seed)
+            comparisons = [cal.Comparison(metric_name, found, units.left_out, units.not_applicable, "trace or session")]
             where = f"Langfuse scores {label_path!r} (ANNOTATION, since {since})"
         else:
             if file is None:
@@ -797,37 +797,30 @@ def calibrate(
             done = asyncio.run(_evaluate(settings, metrics, threads, 1, explicit=True))
             if done.judge_problem is not None:
                 _fail(f"judge unusable: {done.judge_problem}", code=3)
-            units, levels = {}, {}
-            for name in names:
-                evidence = evidence_field or cal.REPLY_EVIDENCE.get(name)
-                unit_level = level or (
-                    "thread" if path.section == "thread_labels" else ("reply" if evidence else "turn")
-                )
-                levels[name] = unit_level
-                units[name] = cal.join(
-                    rows,
-                    threads,
-                    done.runs[0],
-                    metric=name,
-                    path=path,
-                    level=unit_level,
-                    rule=rule,
-                    prediction=prediction,
-                    evidence_field=evidence,
-                )
+            comparisons = cal.measure(
+                rows,
+                threads,
+                done.runs[0],
+                metrics=names,
+                path=path,
+                rule=rule,
+                prediction=prediction,
+                level=level,
+                evidence_field=evidence_field,
+                samples=samples,
+                seed=seed,
+            )
             where = f"{file} {path}"
     except cal.CalibrationError as exc:
         _fail(str(exc))
     except JudgeUnavailable as exc:
         _fail(str(exc), code=3)
-    if not any(u.pairs for u in units.values()):
-        reasons = ", ".join(f"{k} {v}" for u in units.values() for k, v in u.left_out.items())
-        hint = "" if positive else "; give --positive for a label that is not a number"
-        _fail(f"no unit has both a label and a result ({reasons or 'nothing matched'}){hint}")
-    comparisons = [
-        Comparison(name, agreement(u.pairs, samples=samples, seed=seed), u.left_out, u.not_applicable, levels[name])
-        for name, u in units.items()
-    ]
+    if not any(c.agreement.n for c in comparisons):
+        left: dict[str, int] = {}
+        for c in comparisons:
+            for k, v in c.left_out.items():
+                left[k] = left.get(k, 0) + v
+        _fail(_nothing_to_compare(left, positive))
     header = {
         "source": where,
         "label": label_path,
@@ -851,15 +844,22 @@ def calibrate(
     else:
         out().print(summary_table(comparisons))
     for c in comparisons:
-        left = ", ".join(f"{n} {k}" for k, n in c.left_out.items())
+        left_out = ", ".join(f"{n} {k}" for k, n in c.left_out.items())
         treated = "left out" if not_applicable == "skip" else "counted as not flagged"
         err().print(
             escape(
-                f"{c.metric}: {c.not_applicable} not_applicable ({treated})" + (f"; left out: {left}" if left else "")
+                f"{c.metric}: {c.not_applicable} not_applicable ({treated})"
+                + (f"; left out: {left_out}" if left_out else "")
             )
         )
     if samples:
         err().print(f"intervals: 95% percentile bootstrap, {samples} resamples, seed {seed}")
+
+
+def _nothing_to_compare(left_out: dict[str, int], positive: str | None) -> str:
+    reasons = ", ".join(f"{k} {v}" for k, v in left_out.items())
+    hint = "" if positive else "; give --positive for a label that is not a number"
+    return f"no unit has both a label and a result ({reasons or 'nothing matched'}){hint}"
 
 
 def _calibrated_metrics(level: str | None, path: Any) -> list[str]:
