@@ -186,13 +186,15 @@ class LabelRule:
 class Prediction:
     """When a result counts as flagged, and the value that orders units from least to most trouble.
 
-    Flagged: its label is in `labels`; else its score is below `threshold`; else it did not pass.
+    Flagged: its label is in `labels`; else its score is below `threshold`; else its evidence field
+    `evidence` is set (true, non-zero, non-empty); else it did not pass.
     Value: `score` gives 1 - score (more trouble = higher); `evidence.FIELD` gives the field's number,
     a list's length or a boolean as 0/1. A `not_applicable` (or missing) result counts as not flagged
     with no trouble when `not_applicable` is `negative`, and is left out when it is `skip`."""
 
     labels: frozenset[str] | None = None
     threshold: float | None = None
+    evidence: str | None = None
     value: str = "score"
     not_applicable: str = "negative"
 
@@ -205,6 +207,8 @@ class Prediction:
             return "label in " + ",".join(sorted(self.labels))
         if self.threshold is not None:
             return f"score < {self.threshold:g}"
+        if self.evidence:
+            return f"evidence {self.evidence} is set"
         return "did not pass (score below the metric's threshold)"
 
     def trouble(self, result: Mapping[str, Any]) -> float | None:
@@ -223,6 +227,8 @@ class Prediction:
         if self.threshold is not None:
             score = result.get("score")
             return score is not None and score < self.threshold
+        if self.evidence:
+            return bool((result.get("evidence") or {}).get(self.evidence))
         return result.get("passed") is False
 
     def read(self, result: Mapping[str, Any] | None) -> tuple[bool, float | None] | str:

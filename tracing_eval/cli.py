@@ -701,6 +701,13 @@ def simulate(
 @click.option("--flag", "flag_labels", default=None, metavar="LABELS", help="Metric labels that count as flagged.")
 @click.option("--threshold", type=float, default=None, help="A score below this counts as flagged.")
 @click.option(
+    "--flag-evidence",
+    "flag_evidence",
+    default=None,
+    metavar="FIELD",
+    help="Flagged when this evidence field is set (true, non-zero, a non-empty list): abandoned, masked_error, ...",
+)
+@click.option(
     "--value",
     default="score",
     show_default=True,
@@ -738,6 +745,7 @@ def calibrate(
     aggregate: str,
     flag_labels: str | None,
     threshold: float | None,
+    flag_evidence: str | None,
     value: str,
     evidence_field: str | None,
     not_applicable: str,
@@ -764,12 +772,13 @@ def calibrate(
 
     settings = _settings(config_path, quiet=True)
     try:
-        if flag_labels and threshold is not None:
-            raise cal.CalibrationError("give --flag or --threshold, not both")
+        if sum(x is not None for x in (flag_labels, threshold, flag_evidence)) > 1:
+            raise cal.CalibrationError("give one of --flag, --threshold and --flag-evidence, not several")
         rule = cal.LabelRule(cal.Condition.parse(positive) if positive else None, aggregate)
         prediction = cal.Prediction(
             labels=frozenset(x.strip() for x in flag_labels.split(",") if x.strip()) if flag_labels else None,
             threshold=threshold,
+            evidence=flag_evidence,
             value=value,
             not_applicable=not_applicable,
         )

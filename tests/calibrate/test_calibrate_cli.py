@@ -155,7 +155,7 @@ def test_all_deterministic_metrics_in_one_table(xs: Path) -> None:
         (["--label", "thread_labels.quality"], "is an object with keys raw, mean; address one of them"),
         (["--label", "thread_labels.response", "--metric", "nonsense"], "unknown metric(s) nonsense"),
         (["--label", "thread_labels.response", "--positive", "<=x"], "'x' is not a number"),
-        (["--label", "thread_labels.response", "--flag", "fully", "--threshold", "0.5"], "not both"),
+        (["--label", "thread_labels.response", "--flag", "fully", "--threshold", "0.5"], "not several"),
         (["--label", "turn_labels.response", "--level", "thread"], "thread level compares thread_labels"),
         (
             ["--label", "turn_labels.response", "--metric", "tool_errors", "--level", "reply"],
@@ -189,3 +189,30 @@ def test_missing_file_and_bad_lines_name_the_file(tmp_path: Path) -> None:
     )
     res = invoke("calibrate", str(out_of_range), "--label", "turn_labels.r", "--metric", "user_friction")
     assert res.exit_code == 2 and "turn_index 5 is not a message of the thread" in " ".join(res.output.split())
+
+
+def test_flag_by_an_evidence_field(tmp_path: Path) -> None:
+    # thread_stats has no verdict; `abandoned` in its evidence is the flag (the thread ends on the user)
+    ends_on_user = [
+        {"role": "user", "content": "where is my parcel?"},
+        {"role": "assistant", "content": "Let me check."},
+    ]
+    ends_on_user.append({"role": "user", "content": "hello? anyone there? where is it"})
+    answered = [
+        {"role": "user", "content": "where is my parcel?"},
+        {"role": "assistant", "content": "It arrives today."},
+    ]
+    rows = [
+        {"thread_id": "a", "turns": ends_on_user, "thread_labels": {"ok": 0}},
+        {"thread_id": "b", "turns": answered, "thread_labels": {"ok": 1}},
+    ]
+    path = write(tmp_path / "t.jsonl", rows)
+    res = invoke(
+        "calibrate", str(path), "--label", "thread_labels.ok", "--metric", "thread_stats", "--positive", "==0",
+        "--flag-evidence", "abandoned", "--value", "evidence.abandoned", "--format", "json", "--bootstrap", "0",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["flagged_when"] == "evidence abandoned is set"
+    assert doc["results"][0]["confusion"] == {"tp": 1, "fp": 0, "fn": 0, "tn": 1}
+    assert doc["results"][0]["stats"]["roc_auc"] == 1.0
