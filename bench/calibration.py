@@ -189,7 +189,7 @@ CHECKS = [
             "--positive",
             "==0",
             "--flag-evidence",
-            "masked_turns",
+            "masked_error",
         ),
     ),  # fmt: skip
     Check(
