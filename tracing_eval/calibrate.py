@@ -141,8 +141,9 @@ class LabelRule:
     """How a label value (or a list of annotators' values) becomes a positive flag and a rating.
 
     A list is aggregated: `mean` compares the mean with the condition, `majority` needs the condition
-    to hold for more than half of the values, `all` / `any` for all / any of them. Values that are not
-    numbers (`N/A`) are left out of numeric lists. The rating (for Spearman) is the mean."""
+    to hold for more than half of the values, `all` / `any` for all / any of them (a list of
+    categories under `mean` takes the majority). Values that are not numbers (`N/A`) are left out of
+    numeric lists. The rating (for Spearman) is the mean of the numbers."""
 
     positive: Condition | None = None
     aggregate: str = "mean"

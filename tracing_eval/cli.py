@@ -800,7 +800,7 @@ def calibrate(
             if not file.is_file():
                 raise cal.CalibrationError(f"{file} does not exist")
             path = cal.LabelPath.parse(label_path)
-            names = [metric_name] if metric_name else _calibrated_metrics(level, path)
+            names = [metric_name] if metric_name else _calibrated_metrics(level)
             metrics = build_metrics(settings, names)
             rows, threads = _labelled_rows(file)
             done = asyncio.run(_evaluate(settings, metrics, threads, 1, explicit=True))
@@ -871,7 +871,7 @@ def _nothing_to_compare(left_out: dict[str, int], positive: str | None) -> str:
     return f"no unit has both a label and a result ({reasons or 'nothing matched'}){hint}"
 
 
-def _calibrated_metrics(level: str | None, path: Any) -> list[str]:
+def _calibrated_metrics(level: str | None) -> list[str]:
     """Every deterministic metric that has a verdict at the level (thread_stats has none)."""
     from tracing_eval.calibrate import REPLY_EVIDENCE
     from tracing_eval.metrics.deterministic import DETERMINISTIC_METRICS
