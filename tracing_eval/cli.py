@@ -698,7 +698,13 @@ def simulate(
     show_default=True,
     help="How a list of annotators' values meets --positive.",
 )
-@click.option("--flag", "flag_labels", default=None, metavar="LABELS", help="Metric labels that count as flagged.")
+@click.option(
+    "--flag",
+    "flag_labels",
+    default=None,
+    metavar="LABELS",
+    help="Metric labels that count as flagged (default: a result that did not pass, which is what routes to review).",
+)
 @click.option("--threshold", type=float, default=None, help="A score below this counts as flagged.")
 @click.option(
     "--flag-evidence",
@@ -723,7 +729,14 @@ def simulate(
     show_default=True,
     help="A not_applicable result counts as not flagged, or is left out.",
 )
-@click.option("--bootstrap", "samples", type=click.IntRange(0, 100_000), default=1000, show_default=True)
+@click.option(
+    "--bootstrap",
+    "samples",
+    type=click.IntRange(0, 100_000),
+    default=1000,
+    show_default=True,
+    help="Resamples of the 95% intervals (0: no intervals).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap resampling.")
 @click.option(
     "--source",
