@@ -40,6 +40,7 @@ _I = re.IGNORECASE
 _CUE = re.compile("|".join(f"(?:{p})" for cues in lexicons.REFUSAL_CUES.values() for p in cues), _I)
 _CONDITION = re.compile("|".join(f"(?:{p})" for p in lexicons.CONDITION_CUES.values()), _I)
 _NO_ANSWER = re.compile(lexicons.NO_ANSWER_CUES, _I)
+_GOES_ON = re.compile(lexicons.GOES_ON_CUES, _I)
 _EXPLAINED = re.compile(lexicons.EXPLANATION_CUES, _I)
 _REDIRECTED = re.compile(lexicons.ALTERNATIVE_CUES, _I)
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
@@ -101,10 +102,13 @@ def refusal_sentence(text: str) -> str | None:
     sentences = head(text)
     if any(_NO_ANSWER.search(s) for s in sentences):
         return None
-    for sentence in sentences:
+    for k, sentence in enumerate(sentences):
         for m in _CUE.finditer(sentence):
-            if not _CONDITION.search(sentence, m.end()):
-                return sentence
+            if _CONDITION.search(sentence, m.end()):
+                continue
+            if any(_GOES_ON.search(s) for s in sentences[k:]):
+                return None
+            return sentence
     return None
 
 
