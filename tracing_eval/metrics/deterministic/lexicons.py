@@ -43,7 +43,7 @@ _EN_VERBS = (
     r"|discuss|explain|describe|detail|outline|tell|reveal|disclose|divulge|facilitate|do|complete|process"
     r"|continue|proceed|accommodate|grant|perform|carry out|change|modify|cancel|book|issue|refund"
     r"|approve|authori[sz]e|override|waive|make|allow|permit|access|look up|retrieve|obtain|speculate"
-    r"|express|engage|condone|glorify|justify|verify|confirm|guarantee|satisfy|entertain|accept|agree"
+    r"|glorify|justify|satisfy|entertain|accept"
 )
 _ES_VERBS = (
     r"ayud|asist|proporcion|d[aá]r|facilit|compart|ofrec|hac|proces|realiz|cumpl|respond|contest|cancel"
@@ -261,4 +261,13 @@ GOES_ON_CUES: str = (
     r"|\b(?:sin embargo|no obstante|pero),?\s+(?:le|te)?\s*(?:dar[ée]|proporcionar[ée]|explicar[ée]|aqu[ií] tiene)"
     r"|\b(?:cependant|toutefois|mais),?\s+(?:je vais|voici)|\b(?:jedoch|aber),?\s+(?:hier ist|ich werde\s+ihnen)"
     r"|\b(?:no entanto|porém|mas),?\s+(?:vou|aqui está)|\b(?:tuttavia|però|ma),?\s+(?:ecco|ti darò|le darò)"
+)
+
+#: Negated verbs of the lexicon that are idioms, not refusals ("I can't help but smile",
+#: "I can't recommend it enough", "no puedo agradecerle lo suficiente").
+IDIOM_CUES: str = (
+    r"\b(?:can ?not|can't|couldn't)\s+(?:help\s+but|help\s+(?:feeling|thinking|wondering|noticing|smiling|laughing)"
+    r"|tell you how|recommend\s+(?:\w+\s+){0,3}(?:enough|highly enough)|thank you enough|stress\s+(?:\w+\s+){0,2}enough"
+    r"|emphasi[sz]e\s+(?:\w+\s+){0,2}enough|say\s+(?:\w+\s+){0,2}enough|do\s+(?:it|this|that)\s+without\s+you)"
+    r"|\blo\s+suficiente\b|\bassez\s+(?:vous\s+)?remercier\b|\bgenug\s+danken\b|\babbastanza\b"
 )

@@ -41,6 +41,7 @@ _CUE = re.compile("|".join(f"(?:{p})" for cues in lexicons.REFUSAL_CUES.values()
 _CONDITION = re.compile("|".join(f"(?:{p})" for p in lexicons.CONDITION_CUES.values()), _I)
 _NO_ANSWER = re.compile(lexicons.NO_ANSWER_CUES, _I)
 _GOES_ON = re.compile(lexicons.GOES_ON_CUES, _I)
+_IDIOM = re.compile(lexicons.IDIOM_CUES, _I)
 _EXPLAINED = re.compile(lexicons.EXPLANATION_CUES, _I)
 _REDIRECTED = re.compile(lexicons.ALTERNATIVE_CUES, _I)
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
@@ -104,7 +105,7 @@ def refusal_sentence(text: str) -> str | None:
         return None
     for k, sentence in enumerate(sentences):
         for m in _CUE.finditer(sentence):
-            if _CONDITION.search(sentence, m.end()):
+            if _CONDITION.search(sentence, m.end()) or _IDIOM.search(sentence[m.start() : m.end() + 40]):
                 continue
             if any(_GOES_ON.search(s) for s in sentences[k:]):
                 return None
