@@ -16,14 +16,12 @@ not a failure. Any other run of two or more is `partial` (visible, passing).
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
-from tracing_eval.metrics.deterministic import lexicons
+from tracing_eval.metrics.deterministic import languages, lexicons
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
-from tracing_eval.text import script_of
 
 NAME = "refusal_loop"
 VERSION = "2"
@@ -33,8 +31,6 @@ WEIGHTS: dict[str, float] = {"none": 1.0, "partial": 0.7, "fully": 0.0}
 HEAD_SENTENCES = 3
 #: a run fails the user with this many unexplained, unredirected refusals in it
 BARE_IN_FAILING_RUN = 2
-#: Latin-script text with this many words and no function word of a covered language is another language
-MIN_WORDS_FOR_LANGUAGE = 6
 
 _I = re.IGNORECASE
 _CUE = re.compile("|".join(f"(?:{p})" for cues in lexicons.REFUSAL_CUES.values() for p in cues), _I)
@@ -47,43 +43,11 @@ _REDIRECTED = re.compile(lexicons.ALTERNATIVE_CUES, _I)
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
 _QUOTED = re.compile(r"\"[^\"\n]{0,300}\"|\u201c[^\u201d\n]{0,300}\u201d|\u00ab[^\u00bb\n]{0,300}\u00bb")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_WORD = re.compile(r"[^\W\d_]+")
-_COVERED_WORDS: frozenset[str] = lexicons.STOP_WORDS.union(
-    *(lexicons.LANGUAGE_WORDS[lang] for lang in lexicons.REFUSAL_LANGUAGES)
-)
 
 
 def uncovered_language(text: str) -> str | None:
-    """Why the refusal lexicons cannot read `text`, or None when they can (or cannot tell).
-
-    Another script (CJK, Cyrillic, Arabic, ...), accented letters no covered language uses (ł, ş, ő),
-    or more function words of an uncovered Latin-script language than of a covered one.
-    """
-    script = script_of(text, min_letters=1, share=0.5)
-    if script is not None and script != "LATIN":
-        return f"{script.lower()} script"
-    if script is None and any(ch.isalpha() for ch in text):
-        return "mixed scripts"
-    if not text.isascii():
-        letters = [ch for ch in text.lower() if ch.isalpha()]
-        foreign = sum(
-            not ch.isascii() and ch not in lexicons.COVERED_LETTERS and unicodedata.name(ch, "").startswith("LATIN")
-            for ch in letters
-        )
-        if foreign and foreign >= 0.02 * len(letters):
-            return "letters of a language the lexicons do not cover"
-    ws = [w.lower() for w in _WORD.findall(text)]
-    if len(ws) < MIN_WORDS_FOR_LANGUAGE:
-        return None
-    covered = sum(w in _COVERED_WORDS for w in ws)
-    lang, hits = max(((k, sum(w in v for w in ws)) for k, v in lexicons.OTHER_LANGUAGE_WORDS.items()), key=_second)
-    if hits >= 2 and hits > covered:
-        return f"{lang} text"
-    return None
-
-
-def _second(pair: tuple[str, int]) -> int:
-    return pair[1]
+    """Why the refusal lexicons cannot read `text`, or None (see `languages.uncovered_language`)."""
+    return languages.uncovered_language(text, lexicons.REFUSAL_LANGUAGES)
 
 
 def head(text: str) -> list[str]:
