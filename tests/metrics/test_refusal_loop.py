@@ -83,7 +83,9 @@ def test_repeated_correct_policy_denial_is_not_a_failure() -> None:
 
 
 def test_repeated_refusal_with_a_hand_off_is_not_a_failure() -> None:
-    text = "I'm sorry, but I cannot assist with removing a passenger. Would you like me to transfer you to a human agent?"
+    text = (
+        "I'm sorry, but I cannot assist with removing a passenger. Would you like me to transfer you to a human agent?"
+    )
     result = run(text, text, text, users=["Remove Sophia from my booking.", "Please remove her.", "It's urgent!"])
     assert (result.label, result.passed) == ("partial", True)
     assert result.evidence["redirected_refusals"] == [1, 3, 5]
@@ -210,7 +212,7 @@ def test_uncovered_languages_are_unknown(text: str, why: str) -> None:
         "at home. just playing video games",
         "Play Mamma Knows Best on bedroom speaker.",
         "Café crème at the Zoë bistro, naïve façade: I'd recommend it.",
-        'Buть, I do not speak Russian.',
+        "Buть, I do not speak Russian.",
     ],
 )
 def test_short_or_english_text_is_read(text: str) -> None:

@@ -1,5 +1,8 @@
 """D2 `reask`: the assistant asks again for a value the user already gave (binary gate).
 
+Slot names and ways of asking are known in English, Spanish, French, German, Portuguese and
+Italian (`LANGUAGES`); a thread whose replies are all in another language is `not_applicable`.
+
 User messages fill a slot ledger (order numbers, emails, phones, ZIPs, dates, user, account and
 reservation ids, names); a bare value answering a direct ask fills the asked slot. An assistant
 sentence that names a slot and carries a request marker is an ask; an ask for a slot already in
@@ -19,11 +22,14 @@ from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import slots
-from tracing_eval.metrics.deterministic.views import Located, located
+from tracing_eval.metrics.deterministic.languages import uncovered_language
+from tracing_eval.metrics.deterministic.views import Located, located, replies
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
 
 NAME = "reask"
-VERSION = "1"
+VERSION = "2"
+#: languages whose slot names and ways of asking `slots` knows
+LANGUAGES: tuple[str, ...] = ("en", "es", "fr", "de", "pt", "it")
 DEFAULT_THRESHOLD = 0.7
 ASK_TEXT_LIMIT = 200
 PASSING_KINDS = ("first", "confirmation", "choice", "other_value", "restated", "justified")
@@ -179,6 +185,17 @@ class Reask(MetricBase):
         reply_turns = {t.index for t in thread.turns if t.assistant_text.strip()}
         if not reply_turns:
             return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
+        texts = replies(thread)
+        unread = {x.position: why for x in texts if (why := uncovered_language(x.text, LANGUAGES))}
+        if texts and len(unread) == len(texts):
+            return [
+                not_applicable(
+                    NAME,
+                    f"replies in a language the slot lexicons do not cover ({'; '.join(sorted(set(unread.values())))}"
+                    f"; covered: {', '.join(LANGUAGES)})",
+                    version=VERSION,
+                )
+            ]
         asks = find_asks(thread)
         results: list[MetricResult] = []
         for turn in sorted({a.turn for a in asks}):
@@ -218,6 +235,7 @@ class Reask(MetricBase):
             "reask_rate": round(len(reask_turns) / len(reply_turns), 4),
             "asks": len(asks),
             "passed_asks": {k: sum(a.kind == k for a in asks) for k in PASSING_KINDS},
+            "unread_messages": sorted(unread),
         }
         results.append(
             score_result(
