@@ -96,7 +96,12 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\b(?:i\s+)?(?:respectfully|must)\s+decline\b",
         r"\b(?:i'm|i am)\s+(?:sorry|afraid),?\s+(?:but\s+)?(?:that|this)\s+(?:is|isn't|is not)\s+"
         r"(?:not\s+)?(?:something|a request|possible|allowed|permitted)",
-        r"\b(?:that|this|it)(?:'s| is)\s+not\s+something\s+(?:i|we)\s+(?:can|could|am able to|will)\b",
+        r"\b(?:that|this|it)(?:'s| is|\s+isn't)\s+(?:not\s+)?something\s+(?:i|we)(?:'m|\s+am|'re|\s+are)?\s+"
+        r"(?:can|could|able to|will|comfortable|willing|allowed|permitted)\b",
+        r"\b(?:it(?:'s| is)|that(?:'s| is))\s+not\s+possible\s+for\s+me\s+to\b|\bi\s+refuse\s+to\b"
+        rf"|\bi(?:'d| would)\s+(?:rather|prefer)\s+not\s+(?:to\s+)?(?:{_EN_VERBS})\b",
+        r"\bi(?:\s+won't|\s+will\s+not|'m\s+not|\s+am\s+not)\s+be\s+(?:able\s+to\s+)?(?:providing|helping|assisting"
+        r"|sharing|giving|writing|creating|doing|engaging|making)\b",
         r"\bagainst\s+(?:my|our|the|company|openai'?s?)\s+(?:\w+\s+)?(?:programming|guidelines|principles"
         r"|policy|policies|rules|terms|values|ethics)\b",
         # objections: "it's not appropriate/ethical/safe ... to", "I don't think it's appropriate"
@@ -182,7 +187,7 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
 #: A negated action that waits on the user is a condition, not a refusal: "I won't make any changes
 #: until you confirm", "no haré cambios hasta que confirme".
 CONDITION_CUES: dict[str, str] = {
-    "en": r"\b(?:until|unless|before|till|once)\s+(?:you|i|we|your|the|it|this|that)\b"
+    "en": r"\b(?:until|unless|before|till|once)\s+(?:you|your|we\s+(?:have|receive|get)|i\s+(?:have|receive|get|hear))\b"
     r"|\bwithout\s+(?:your|explicit|the|a|an|first)\b|\bif you (?:don't|do not|haven't)\b",
     "es": r"\b(?:hasta\s+que|a\s+menos\s+que|antes\s+de\s+que|mientras\s+no|sin\s+(?:su|tu|la)\s+"
     r"(?:confirmaci[oó]n|autorizaci[oó]n|consentimiento|aprobaci[oó]n))\b",
