@@ -276,3 +276,34 @@ IDIOM_CUES: str = (
     r"|emphasi[sz]e\s+(?:\w+\s+){0,2}enough|say\s+(?:\w+\s+){0,2}enough|do\s+(?:it|this|that)\s+without\s+you)"
     r"|\blo\s+suficiente\b|\bassez\s+(?:vous\s+)?remercier\b|\bgenug\s+danken\b|\babbastanza\b"
 )
+
+#: Every refusal cue contains one of these words (or a word ending in n't, starting with n' or kein):
+#: a reply whose opening has none of them is read no further (a cheap pre-filter; tests check it
+#: against every cue).
+REFUSAL_TRIGGERS: frozenset[str] = frozenset(
+    """
+    not cannot unable unwilling never decline refuse refrain sorry afraid against inappropriate unethical
+    stereotype condemn discourage urge advise scope capabilities remit area only rather prefer clarify point
+    emphasize emphasise stress note remind inform caution harmful illegal offensive disrespectful dangerous
+    no rechazar negarme niego declinar contra lamentablemente
+    ne impossible refuser décliner contraire
+    nicht nichts unangemessen unethisch ablehnen verweigern verstößt
+    não recusar recuso
+    non rifiutare rifiuto declinare contro
+    """.split()
+)
+
+#: Frequent words of Spanish, French, German, Portuguese and Italian that `LANGUAGE_WORDS` lacks: modal
+#: verbs of refusing and words of asking for a value, so that a short message can be told from English.
+ELSEWHERE_MARKERS: frozenset[str] = frozenset(
+    """
+    de su tu mi lo eso esto puedo podemos podría podria puede pedido número numero correo reserva usuario cuál
+    votre vous je ne peux pouvez commande numéro ce
+    ich ihre ihr kann nicht leider nummer
+    seu sua meu não posso pode
+    di suo sua mio non posso può ordine
+    """.split()
+)
+
+#: Words of those languages that English text carries too (Las Vegas, EST, per night, .com, non-refundable).
+NOT_MARKERS: frozenset[str] = frozenset("las los la le est per com o il non des".split())

@@ -29,11 +29,16 @@ DEFAULT_THRESHOLD = 0.7
 WEIGHTS: dict[str, float] = {"none": 1.0, "partial": 0.7, "fully": 0.0}
 #: how many opening sentences of a reply are read for a refusal
 HEAD_SENTENCES = 3
+#: at most this many characters are read for those sentences
+HEAD_CHARS = 600
 #: a run fails the user with this many unexplained, unredirected refusals in it
 BARE_IN_FAILING_RUN = 2
 
 _I = re.IGNORECASE
-_CUE = re.compile("|".join(f"(?:{p})" for cues in lexicons.REFUSAL_CUES.values() for p in cues), _I)
+_CUE = re.compile("|".join(f"(?:{p})" for p in lexicons.REFUSAL_CUES["en"]), _I)
+_CUE_ELSEWHERE = re.compile(
+    "|".join(f"(?:{p})" for lang, cues in lexicons.REFUSAL_CUES.items() if lang != "en" for p in cues), _I
+)
 _CONDITION = re.compile("|".join(f"(?:{p})" for p in lexicons.CONDITION_CUES.values()), _I)
 _NO_ANSWER = re.compile(lexicons.NO_ANSWER_CUES, _I)
 _GOES_ON = re.compile(lexicons.GOES_ON_CUES, _I)
@@ -43,6 +48,8 @@ _REDIRECTED = re.compile(lexicons.ALTERNATIVE_CUES, _I)
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
 _QUOTED = re.compile(r"\"[^\"\n]{0,300}\"|\u201c[^\u201d\n]{0,300}\u201d|\u00ab[^\u00bb\n]{0,300}\u00bb")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_TOKEN = re.compile(r"[^\W\d_]+")
+_NEGATED_TOKEN = re.compile(r"n['\u2019\u02bc]t\b|\bn['\u2019\u02bc]|\bkein")
 
 
 def uncovered_language(text: str) -> str | None:
@@ -52,7 +59,7 @@ def uncovered_language(text: str) -> str | None:
 
 def head(text: str) -> list[str]:
     """The opening sentences of a reply, apostrophes folded and quoted passages set aside."""
-    folded = _QUOTED.sub(" ", text.translate(_FOLD))
+    folded = _QUOTED.sub(" ", text[:HEAD_CHARS].translate(_FOLD))
     out: list[str] = []
     for sentence in _SENTENCE.split(folded):
         if sentence.strip():
@@ -62,26 +69,40 @@ def head(text: str) -> list[str]:
     return out
 
 
+def read(text: str) -> tuple[str | None, str | None]:
+    """(why the lexicons cannot read the reply, the opening sentence in which it refuses); one pass."""
+    opening = text[:HEAD_CHARS].lower()
+    ws = _TOKEN.findall(opening)
+    why = languages.uncovered_language(text, lexicons.REFUSAL_LANGUAGES, words_=ws)
+    if why is not None:
+        return why, None
+    # cheap pre-filter: every cue has a trigger word, a word ending in n't, starting with n' or kein
+    if lexicons.REFUSAL_TRIGGERS.isdisjoint(ws) and not _NEGATED_TOKEN.search(opening):
+        return None, None
+    sentences = head(text)
+    cues = (_CUE, _CUE_ELSEWHERE) if languages.maybe_elsewhere(text, words_=ws) else (_CUE,)
+    for sentence in sentences:
+        for cue in cues:
+            for m in cue.finditer(sentence):
+                if _CONDITION.search(sentence, m.end()) or _IDIOM.search(sentence[m.start() : m.end() + 40]):
+                    continue
+                if any(_GOES_ON.search(s) or _NO_ANSWER.search(s) for s in sentences):
+                    return None, None
+                return None, sentence
+    return None, None
+
+
 def refusal_sentence(text: str) -> str | None:
     """The opening sentence in which the reply refuses, or None (also for text it cannot read)."""
-    sentences = head(text)
-    if any(_NO_ANSWER.search(s) for s in sentences):
-        return None
-    for k, sentence in enumerate(sentences):
-        for m in _CUE.finditer(sentence):
-            if _CONDITION.search(sentence, m.end()) or _IDIOM.search(sentence[m.start() : m.end() + 40]):
-                continue
-            if any(_GOES_ON.search(s) for s in sentences[k:]):
-                return None
-            return sentence
-    return None
+    return read(text)[1]
 
 
 def is_refusal(text: str) -> bool | None:
     """True when the reply refuses, False when it does not, None when its language is not covered."""
-    if uncovered_language(text):
+    why, sentence = read(text)
+    if why is not None:
         return None
-    return refusal_sentence(text) is not None
+    return sentence is not None
 
 
 def refusal_kind(text: str) -> str:
@@ -138,7 +159,8 @@ class RefusalLoop(MetricBase):
         items: list[Located] = replies(thread)
         if not items:
             return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
-        unread = {x.position: why for x in items if (why := uncovered_language(x.text))}
+        readings = [read(x.text) for x in items]
+        unread = {x.position: why for x, (why, _) in zip(items, readings, strict=True) if why is not None}
         if len(unread) == len(items):
             reasons = sorted(set(unread.values()))
             return [
@@ -150,7 +172,7 @@ class RefusalLoop(MetricBase):
                     version=VERSION,
                 )
             ]
-        flags = [x.position not in unread and refusal_sentence(x.text) is not None for x in items]
+        flags = [sentence is not None for _, sentence in readings]
         kinds = [refusal_kind(x.text) if f else None for x, f in zip(items, flags, strict=True)]
         label = verdict(flags, kinds)
         found = runs(flags)

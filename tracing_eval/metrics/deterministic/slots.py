@@ -31,6 +31,8 @@ class Slot:
     bare: re.Pattern[str] | None = None
     #: words in an ask that mean a different value of this kind is wanted (another booking, a return date)
     other: re.Pattern[str] | None = None
+    #: how an assistant names the slot in Spanish, French, German, Portuguese or Italian
+    asked_as_elsewhere: re.Pattern[str] | None = None
 
 
 _ID = r"#?\s*((?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,24})"
@@ -71,11 +73,7 @@ _PEOPLE = re.compile(
 SLOTS: tuple[Slot, ...] = (
     Slot(
         "order_number",
-        re.compile(
-            r"\border\s*(?:number|#|id\b|no\b)|\bn[uú]mero\s+de\s+(?:pedido|orden)|\bnum[ée]ro\s+de\s+commande"
-            r"|\bbestell(?:nummer|-?nr)|\bn[uú]mero\s+do\s+pedido|\bnumero\s+(?:d'ordine|dell'ordine)",
-            _I,
-        ),
+        re.compile(r"\border\s*(?:number|#|id\b|no\b)", _I),
         keyed=(
             re.compile(
                 rf"\b(?:order|pedido|orden|commande|bestellung|bestellnummer|ordine){_IS}#?\s*"
@@ -84,63 +82,69 @@ SLOTS: tuple[Slot, ...] = (
             ),
         ),
         bare=_CODE_WITH_DIGIT,
+        asked_as_elsewhere=re.compile(
+            r"\bn[uú]mero\s+d[eo]\s+(?:pedido|orden)|\bnum[ée]ro\s+de\s+commande|\bbestell(?:nummer|-?nr)"
+            r"|\bnumero\s+(?:d'ordine|dell'ordine)",
+            _I,
+        ),
     ),
     Slot(
         "email",
-        re.compile(
-            r"\be-?mail\b|\bcorreo(?:\s+electr[oó]nico)?\b|\bcourriel\b|\be-?mail-?adresse\b|\bposta\s+elettronica\b",
+        re.compile(r"\be-?mail\b", _I),
+        shaped=_EMAIL,
+        asked_as_elsewhere=re.compile(
+            r"\bcorreo(?:\s+electr[oó]nico)?\b|\bcourriel\b|\be-?mail-?adresse\b|\bposta\s+elettronica\b",
             _I,
         ),
-        shaped=_EMAIL,
     ),
     Slot(
         "phone",
-        re.compile(
-            r"\b(?:phone|mobile|telephone|cell)(?:\s*number)?\b|\bcontact number\b|\btel[ée]fono\b|\bcelular\b"
-            r"|\bm[oó]vil\b|\bt[ée]l[ée]phone\b|\btelefon(?:nummer)?\b|\bhandynummer\b|\btelefone\b|\btelefono\b"
-            r"|\bcellulare\b",
+        re.compile(r"\b(?:phone|mobile|telephone|cell)(?:\s*number)?\b|\bcontact number\b", _I),
+        shaped=_PHONE,
+        asked_as_elsewhere=re.compile(
+            r"\btel[ée]fono\b|\bcelular\b|\bm[oó]vil\b|\bt[ée]l[ée]phone\b|\btelefon(?:nummer)?\b|\bhandynummer\b"
+            r"|\btelefone\b|\btelefono\b|\bcellulare\b",
             _I,
         ),
-        shaped=_PHONE,
     ),
     Slot(
         "zip",
-        re.compile(
-            r"\bzip(?:\s*code)?\b|\bpost(?:al)?\s*code\b|\bc[oó]digo\s+postal\b|\bcode\s+postal\b|\bpostleitzahl\b"
-            r"|\bcodice\s+postale\b",
-            _I,
-        ),
+        re.compile(r"\bzip(?:\s*code)?\b|\bpost(?:al)?\s*code\b", _I),
         keyed=(re.compile(rf"\b(?:zip(?:\s*code)?|post(?:al)?\s*code){_IS}({_ZIP})\b", _I),),
         bare=_ZIP_SHAPE,
+        asked_as_elsewhere=re.compile(
+            r"\bc[oó]digo\s+postal\b|\bcode\s+postal\b|\bpostleitzahl\b|\bcodice\s+postale\b",
+            _I,
+        ),
     ),
     Slot(
         "date_of_birth",
-        re.compile(
-            r"\bdate of birth\b|\bbirth\s*date\b|\bbirthday\b|\bdob\b|\bfecha\s+de\s+nacimiento\b"
-            r"|\bdate\s+de\s+naissance\b|\bgeburtsdatum\b|\bdata\s+de\s+nascimento\b|\bdata\s+di\s+nascita\b",
-            _I,
-        ),
+        re.compile(r"\bdate of birth\b|\bbirth\s*date\b|\bbirthday\b|\bdob\b", _I),
         bare=_DATE,
         other=_PEOPLE,
+        asked_as_elsewhere=re.compile(
+            r"\bfecha\s+de\s+nacimiento\b|\bdate\s+de\s+naissance\b|\bgeburtsdatum\b|\bdata\s+de\s+nascimento\b"
+            r"|\bdata\s+di\s+nascita\b",
+            _I,
+        ),
     ),
     Slot(
         "date",
-        re.compile(r"\bdates?\b(?!\s+(?:of\s+birth|de\s+naissance))|\bfechas?\b(?!\s+de\s+nacimiento)", _I),
+        re.compile(r"\bdates?\b(?!\s+(?:of\s+birth|de\s+naissance))", _I),
         shaped=_DATE,
         other=re.compile(
             r"\b(?:return|returning|departure|depart|travel|flight|trip|check-?in|check-?out|delivery|arrival|"
             r"expir\w*|preferred|desired|start|end)\b",
             _I,
         ),
+        asked_as_elsewhere=re.compile(
+            r"\bfechas?\b(?!\s+de\s+nacimiento)|\bdatum\b",
+            _I,
+        ),
     ),
     Slot(
         "user_id",
-        re.compile(
-            r"\buser\s*-?\s*(?:id|name)\b|\busername\b|\blogin\b|\b(?:id|identificador|nombre)\s+de\s+usuario\b"
-            r"|\bidentifiant\b|\bnom\s+d'utilisateur\b|\bbenutzer(?:name|-?id|kennung)\b"
-            r"|\b(?:id|nome)\s+de\s+usu[aá]rio\b|\b(?:id|nome)\s+utente\b",
-            _I,
-        ),
+        re.compile(r"\buser\s*-?\s*(?:id|name)\b|\busername\b|\blogin\b", _I),
         keyed=(
             re.compile(
                 r"\b(?:user\s*-?\s*id|user\s*name|login|usuario|identifiant|benutzer(?:name|-?id)?|usu[aá]rio|utente)"
@@ -150,26 +154,28 @@ SLOTS: tuple[Slot, ...] = (
         ),
         shaped=_USER_ID_SHAPE,
         bare=re.compile(r"\b[\w.-]*[\d_][\w.-]*\b"),
+        asked_as_elsewhere=re.compile(
+            r"\b(?:id|identificador|nombre)\s+de\s+usuario\b|\bidentifiant\b|\bnom\s+d'utilisateur\b"
+            r"|\bbenutzer(?:name|-?id|kennung)\b|\b(?:id|nome)\s+de\s+usu[aá]rio\b|\b(?:id|nome)\s+utente\b",
+            _I,
+        ),
     ),
     Slot(
         "account_id",
-        re.compile(
-            r"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no)\b|\bn[uú]mero\s+de\s+(?:cuenta|cliente|socio)\b"
-            r"|\bnum[ée]ro\s+de\s+(?:compte|client)\b|\b(?:konto|kunden)nummer\b|\bn[uú]mero\s+da\s+conta\b"
-            r"|\bnumero\s+di\s+conto\b",
-            _I,
-        ),
+        re.compile(r"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no)\b", _I),
         keyed=(re.compile(rf"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no\.?|#){_IS}{_ID}", _I),),
         bare=_CODE_WITH_DIGIT,
+        asked_as_elsewhere=re.compile(
+            r"\bn[uú]mero\s+de\s+(?:cuenta|cliente|socio)\b|\bnum[ée]ro\s+de\s+(?:compte|client)\b"
+            r"|\b(?:konto|kunden)nummer\b|\bn[uú]mero\s+da\s+conta\b|\bnumero\s+di\s+conto\b",
+            _I,
+        ),
     ),
     Slot(
         "reservation_id",
         re.compile(
             r"\b(?:reservation|booking)\s*(?:id|number|code|no|reference|ref)s?\b"
-            r"|\bconfirmation\s*(?:number|code)\b|\bpnr\b"
-            r"|\b(?:c[oó]digo|n[uú]mero)\s+d[ea]\s+(?:reserva|confirmaci[oó]n)\b|\blocalizador\b"
-            r"|\b(?:num[ée]ro|code)\s+de\s+(?:r[ée]servation|confirmation)\b|\b(?:buchungs|reservierungs)(?:nummer|code)\b"
-            r"|\b(?:codice|numero)\s+(?:di\s+)?prenotazione\b",
+            r"|\bconfirmation\s*(?:number|code)\b|\bpnr\b",
             _I,
         ),
         keyed=(
@@ -180,25 +186,27 @@ SLOTS: tuple[Slot, ...] = (
             ),
         ),
         bare=_RESERVATION_SHAPE,
+        asked_as_elsewhere=re.compile(
+            r"\b(?:c[oó]digo|n[uú]mero)\s+d[ea]\s+(?:reserva|confirmaci[oó]n)\b|\blocalizador\b"
+            r"|\b(?:num[ée]ro|code)\s+de\s+(?:r[ée]servation|confirmation)\b|\b(?:buchungs|reservierungs)(?:nummer|code)\b"
+            r"|\b(?:codice|numero)\s+(?:di\s+)?prenotazione\b",
+            _I,
+        ),
     ),
     Slot(
         "tracking_number",
-        re.compile(
-            r"\btracking\s*(?:number|id|code)\b|\bn[uú]mero\s+de\s+(?:seguimiento|rastreo|rastreamento)\b"
-            r"|\bnum[ée]ro\s+de\s+suivi\b|\bsendungsnummer\b|\bnumero\s+di\s+tracciamento\b",
-            _I,
-        ),
+        re.compile(r"\btracking\s*(?:number|id|code)\b", _I),
         keyed=(re.compile(rf"\btracking\s*(?:number|id|code)?{_IS}{_ID}", _I),),
         bare=_CODE_WITH_DIGIT,
+        asked_as_elsewhere=re.compile(
+            r"\bn[uú]mero\s+de\s+(?:seguimiento|rastreo|rastreamento)\b|\bnum[ée]ro\s+de\s+suivi\b|\bsendungsnummer\b"
+            r"|\bnumero\s+di\s+tracciamento\b",
+            _I,
+        ),
     ),
     Slot(
         "name",
-        re.compile(
-            r"\byour\s+(?:full\s+|first\s+|last\s+)?name\b|\bwho am i speaking with\b"
-            r"|\b(?:su|tu)\s+nombre(?:\s+completo)?\b|\bcon\s+qui[eé]n\s+hablo\b|\bvotre\s+nom\b|\bihren?\s+namen?\b"
-            r"|\b(?:seu|teu)\s+nome\b|\bil\s+(?:suo|tuo)\s+nome\b",
-            _I,
-        ),
+        re.compile(r"\byour\s+(?:full\s+|first\s+|last\s+)?name\b|\bwho am i speaking with\b", _I),
         keyed=(
             re.compile(
                 r"\b(?i:my name is|my name's|call me|me llamo|mi nombre es|je m'appelle|mon nom est|ich heiße"
@@ -208,6 +216,11 @@ SLOTS: tuple[Slot, ...] = (
         ),
         bare=_NAME_SHAPE,
         other=_PEOPLE,
+        asked_as_elsewhere=re.compile(
+            r"\b(?:su|tu)\s+nombre(?:\s+completo)?\b|\bcon\s+qui[eé]n\s+hablo\b|\bvotre\s+nom\b|\bihren?\s+namen?\b"
+            r"|\b(?:seu|teu)\s+nome\b|\bil\s+(?:suo|tuo)\s+nome\b",
+            _I,
+        ),
     ),
 )
 
@@ -215,6 +228,9 @@ SLOT_BY_NAME = {s.name: s for s in SLOTS}
 
 #: cheap pre-filters: a sentence that fails them cannot name a slot / give a value
 _ANY_SLOT_NAME = re.compile("|".join(f"(?:{s.asked_as.pattern})" for s in SLOTS), _I)
+_ANY_SLOT_NAME_ELSEWHERE = re.compile(
+    "|".join(f"(?:{s.asked_as_elsewhere.pattern})" for s in SLOTS if s.asked_as_elsewhere is not None), _I
+)
 _MAYBE_VALUE = re.compile(
     r"\d|@|\b(?i:reservation|booking|confirmation|pnr|name|call me|user|login|reserva|localizador|llamo|nombre"
     r"|usuario|r[ée]servation|appelle|nom\b|buchung|reservierung|heiße|prenotazione|chiamo|chamo|usu[aá]rio|utente)",
@@ -288,27 +304,49 @@ NOT_FOUND = re.compile(
     r"|no\s+(?:record|match|account|order|reservation|booking)s?\b"
     r"|does(?:n'?t| not)\s+(?:match|exist|seem to (?:match|exist))|did(?:n'?t| not)\s+match"
     r"|invalid|incorrect|not\s+valid|not\s+associated|not\s+recogni[sz]ed|seems?\s+to\s+be\s+(?:wrong|incorrect)"
-    r"|wrong|misunderstanding|mix-?up"
-    r"|no\s+(?:se\s+)?(?:encontr\w*|pud[eo]\s+encontrar|existe|coincide)|inv[aá]lid[oa]|incorrect[oa]|introuvable"
+    r"|wrong|misunderstanding|mix-?up)\b",
+    _I,
+)
+NOT_FOUND_ELSEWHERE = re.compile(
+    r"\b(?:no\s+(?:se\s+)?(?:encontr\w*|pud[eo]\s+encontrar|existe|coincide)|inv[aá]lid[oa]|incorrect[oa]|introuvable"
     r"|n'existe\s+pas|nicht\s+gefunden|ungültig|falsch|não\s+(?:foi\s+)?encontrad[oa]|non\s+(?:è\s+stat[oa]\s+)?trovat[oa]"
     r"|non\s+valid[oa]|errat[oa])\b",
     _I,
 )
-USER_CORRECTION = re.compile(
-    r"\b(?:typo|mistake|wrong|incorrect|mistyped|sorry,? i meant|i meant|me\s+equivoqu[ée]|equivocad[oa]|quise\s+decir"
-    r"|je\s+me\s+suis\s+tromp[ée]e?|vertippt|me\s+enganei|errei|mi\s+sono\s+sbagliat[oa])\b",
+USER_CORRECTION = re.compile(r"\b(?:typo|mistake|wrong|incorrect|mistyped|sorry,? i meant|i meant)\b", _I)
+USER_CORRECTION_ELSEWHERE = re.compile(
+    r"\b(?:me\s+equivoqu[ée]|equivocad[oa]|quise\s+decir|je\s+me\s+suis\s+tromp[ée]e?|vertippt|me\s+enganei|errei"
+    r"|mi\s+sono\s+sbagliat[oa])\b",
     _I,
 )
 #: a user taking a value back: "I don't have the reservation ID", "that was the wrong number"
 USER_RETRACTION = re.compile(
     r"\b(?:do(?:n'?t| not)\s+(?:have|know|remember|recall)|can(?:'?t|not)\s+(?:find|remember|recall)|forgot|"
-    r"not sure|wrong|incorrect|mistake|typo"
-    r"|no\s+(?:tengo|s[ée]|recuerdo)|olvid[ée]|no\s+estoy\s+segur[oa]|je\s+n'ai\s+pas|ich\s+habe\s+keine|não\s+tenho"
-    r"|não\s+sei|non\s+ho|non\s+so)\b",
+    r"not sure|wrong|incorrect|mistake|typo)\b",
+    _I,
+)
+USER_RETRACTION_ELSEWHERE = re.compile(
+    r"\b(?:no\s+(?:tengo|s[ée]|recuerdo)|olvid[ée]|no\s+estoy\s+segur[oa]|je\s+n'ai\s+pas|ich\s+habe\s+keine"
+    r"|não\s+tenho|não\s+sei|non\s+ho|non\s+so)\b",
     _I,
 )
 _SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+|\n+")
 _NORMALISE_VALUE = re.compile(r"[^a-z0-9@]")
+
+
+def not_found(text: str, *, elsewhere: bool = False) -> bool:
+    """The text says a value was not found, is invalid or wrong; `elsewhere` adds the other languages."""
+    return bool(NOT_FOUND.search(text) or (elsewhere and NOT_FOUND_ELSEWHERE.search(text)))
+
+
+def user_corrects(text: str, *, elsewhere: bool = False) -> bool:
+    """The user says a value they gave was wrong ("typo", "I meant")."""
+    return bool(USER_CORRECTION.search(text) or (elsewhere and USER_CORRECTION_ELSEWHERE.search(text)))
+
+
+def user_retracts(text: str, *, elsewhere: bool = False) -> bool:
+    """The user takes a value back ("I don't have the reservation ID", "that was the wrong number")."""
+    return bool(USER_RETRACTION.search(text) or (elsewhere and USER_RETRACTION_ELSEWHERE.search(text)))
 
 
 def norm_value(value: str) -> str:
@@ -381,11 +419,18 @@ def bare_value(slot_name: str, text: str) -> str | None:
     return value
 
 
-def named_slots(text: str) -> list[str]:
-    """Slots a text mentions by name (`order number`, `email`, ...)."""
-    if not _ANY_SLOT_NAME.search(text):
+def named_slots(text: str, *, elsewhere: bool = False) -> list[str]:
+    """Slots a text mentions by name (`order number`, `email`, ...); `elsewhere` adds the other languages."""
+    english = bool(_ANY_SLOT_NAME.search(text))
+    other = elsewhere and bool(_ANY_SLOT_NAME_ELSEWHERE.search(text))
+    if not (english or other):
         return []
-    return [s.name for s in SLOTS if s.asked_as.search(text)]
+    return [
+        s.name
+        for s in SLOTS
+        if (english and s.asked_as.search(text))
+        or (other and s.asked_as_elsewhere is not None and s.asked_as_elsewhere.search(text))
+    ]
 
 
 def is_request(sentence: str) -> bool:
@@ -395,9 +440,9 @@ def is_request(sentence: str) -> bool:
     return bool(_QUESTION.search(sentence) and _REQUEST_VERB.search(sentence) and not _OFFER.search(sentence))
 
 
-def asked_slots(sentence: str) -> list[str]:
+def asked_slots(sentence: str, *, elsewhere: bool = False) -> list[str]:
     """Slots a single assistant sentence asks for (a slot mention plus a request or need marker)."""
-    named = named_slots(sentence)
+    named = named_slots(sentence, elsewhere=elsewhere)
     if not named:
         return []
     if "date_of_birth" in named and "date" in named:
