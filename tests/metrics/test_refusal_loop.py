@@ -240,3 +240,13 @@ def test_runs() -> None:
 def test_no_replies_is_not_applicable() -> None:
     [result] = RefusalLoop().evaluate(Thread(key="empty"))
     assert result.status == Status.NOT_APPLICABLE
+
+
+def test_english_text_keeps_the_english_only_patterns() -> None:
+    """Other languages' patterns run only where a message may need them (speed), never on plain English."""
+    from tracing_eval.metrics.deterministic.languages import maybe_elsewhere
+
+    assert not maybe_elsewhere("I'm sorry, but flights from LAS depart at 9 EST, per our non-refundable policy.")
+    assert maybe_elsewhere("No puedo hacer eso.")
+    assert maybe_elsewhere("Das kann ich nicht tun.")
+    assert maybe_elsewhere("Não posso.")
