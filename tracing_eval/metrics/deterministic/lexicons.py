@@ -89,7 +89,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\bi(?:'m| am)\s+(?:just\s+)?an?\s+(?:ai|artificial intelligence|(?:ai\s+)?(?:language\s+)?model|assistant)"
         r"\b[^.!?\n]{0,40}?\b(?:and|so|,)\s+(?:i\s+)?(?:do not|don't|cannot|can't|won't|will not|am not able to)"
         rf"\s+(?:\w+\s+)?(?:{_EN_VERBS}|have the (?:ability|capability|capacity))\b",
-        r"\bi(?:'m| am)\s+(?:not\s+(?:comfortable|willing|in a position)|unwilling)\b",
+        r"\bi(?:'m| am)\s+(?:not\s+(?:comfortable|willing|in a position)|unwilling)\b"
+        r"|\bi\s+(?:do not|don't)\s+feel\s+comfortable\b",
         r"\bi\s+(?:do not|don't)\s+have\s+(?:the\s+)?(?:ability|capability|capacity|authority|permission)\s+to\b",
         r"\bi\s+(?:must|have to|will|need to|would have to|'ll have to|'d have to)\s+(?:respectfully\s+|politely\s+)?"
         r"(?:decline|refuse|refrain)\b",
