@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import orjson
 
@@ -27,3 +28,37 @@ def looks_like_tool_error(result: object) -> bool:
         if isinstance(parsed, dict):
             return looks_like_tool_error(parsed)
     return bool(_ERROR_PREFIX.match(text)) or (len(text) < 200 and bool(_ERROR_WORDS.search(text)))
+
+
+# --- Script-independent sentences and word units -------------------------------------------------
+
+#: Scripts written without spaces between words: Han, Hiragana, Katakana, Thai, Lao, Myanmar, Khmer.
+_SPACELESS = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_RUN = re.compile(rf"[{_SPACELESS}]+|[^\W_{_SPACELESS}]+")
+_SPACELESS_RUN = re.compile(rf"[{_SPACELESS}]")
+_APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
+#: Sentence ends: Latin-style punctuation before a space, full-width CJK/Devanagari/Arabic ends, line breaks.
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？；｡।؟])\s*|\n+")
+
+
+def sentences(text: str) -> list[str]:
+    """Split text into sentences in any script: `. ! ? …` before a space, `。！？；` and the
+    Devanagari/Arabic ends with or without a space, and line breaks."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def word_units(text: str) -> list[str]:
+    """Lower-cased word units of any script (NFKC, apostrophes dropped: `don't` -> `dont`).
+
+    Space-separated scripts give their words; runs of a script written without spaces (Chinese,
+    Japanese, Thai, ...) give overlapping character pairs (`订单已发货` -> `订单 单已 已发 发货`), a
+    dictionary-free stand-in for words that makes two sentences in those scripts comparable.
+    """
+    folded = _APOSTROPHE.sub("", unicodedata.normalize("NFKC", text).lower())
+    out: list[str] = []
+    for run in _RUN.findall(folded):
+        if _SPACELESS_RUN.match(run):
+            out.extend(run[k : k + 2] for k in range(max(1, len(run) - 1)))
+        else:
+            out.append(run)
+    return out
