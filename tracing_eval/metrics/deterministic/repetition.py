@@ -39,8 +39,8 @@ from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
 from tracing_eval.metrics.deterministic.similarity import stem, tokens
 from tracing_eval.metrics.deterministic.views import Located, replies
-from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
-from tracing_eval.text import sentences, word_units
+from tracing_eval.model import MetricResult, Scope, Thread, Turn, not_applicable, score_result
+from tracing_eval.text import sentence_words, sentences, word_units
 
 NAME = "repetition"
 VERSION = "2"
@@ -85,11 +85,14 @@ class Reply:
     """One assistant reply prepared for comparison."""
 
     item: Located
-    sentences: list[str]
-    units: list[str]  # each sentence's key encoded one character per token ("" when too short)
+    sentences: list[list[str]]  # the word units of each sentence
+    keys: list[list[str]]  # what each sentence is compared by (empty when too short)
+    units: list[str]  # each key encoded one character per token
     exact: list[tuple[str, ...]]  # the content a short sentence's match must have (() for long ones)
     whole: str
     raw: frozenset[str]  # content tokens as written, numbers and codes kept
+    words: int  # word units, stop-words included
+    content: int  # content tokens
 
     @property
     def size(self) -> int:
@@ -127,73 +130,75 @@ class Analysis:
     max_similarity: float
     max_sentence_similarity: float
     segments: list[dict[str, Any]]
+    language_covered: bool
+    compared: list[Located]
 
 
-class _Codec:
-    """Tokens to single characters, so rapidfuzz compares token sequences as short strings."""
+def encode_all(keys: list[list[str]]) -> list[str]:
+    """Each token list as a string of one character per distinct token (the same token, the same
+    character), so rapidfuzz compares token sequences as short strings."""
+    codes = {t: chr(0x10000 + k) for k, t in enumerate(dict.fromkeys(t for key in keys for t in key))}
+    get = codes.__getitem__
+    return ["".join(map(get, key)) for key in keys]
 
-    def __init__(self) -> None:
-        self.codes: dict[str, str] = {}
-        self.tokens: list[str] = []
 
-    def decode(self, c: str) -> str:
-        return self.tokens[ord(c) - 0x10000]
-
-    def encode(self, toks: list[str] | tuple[str, ...]) -> str:
-        codes = self.codes
-        out = []
-        for t in toks:
-            c = codes.get(t)
-            if c is None:
-                c = codes[t] = chr(0x10000 + len(codes))
-                self.tokens.append(t)
-            out.append(c)
-        return "".join(out)
+def _hash_numbers(toks: list[str]) -> list[str]:
+    return [t if t.isalpha() or not _DIGIT.search(t) else "#" for t in toks]
 
 
 def normalised(text: str) -> list[str]:
     """Content tokens with every number or code replaced by `#`."""
-    return ["#" if _DIGIT.search(t) else t for t in tokens(text)]
+    return _hash_numbers(tokens(text))
 
 
-def sentence_key(sentence: str) -> tuple[list[str], tuple[str, ...]]:
-    """What a sentence is compared by, and the content a short one must share exactly.
+def sentence_key(written: list[str]) -> tuple[list[str], tuple[str, ...], list[str], int]:
+    """From a sentence's word units: what it is compared by, the content a short one must share
+    exactly, its content tokens as written, and its number of words.
 
     A sentence with 4+ content tokens is compared by them. A shorter one ("do you like cars?") is
     compared by all its words, stop-words included, and matches only a sentence with the same
     content tokens, so that two short sentences match only when worded alike about the same thing.
     A sentence with fewer than two content tokens or four words ("sleep tight") is not compared.
     """
-    content = normalised(sentence)
+    words = [stem(w) for w in written]
+    raw = [s for w, s in zip(written, words, strict=True) if w not in STOP_WORDS]
+    content = _hash_numbers(raw)
     if len(content) >= LONG_SENTENCE_TOKENS:
-        return content, ()
-    if len(content) < MIN_SENTENCE_TOKENS:
-        return [], ()
-    every = ["#" if _DIGIT.search(w) else stem(w) for w in word_units(sentence)]
-    return (every, tuple(sorted(content))) if len(every) >= MIN_SHORT_SENTENCE_WORDS else ([], ())
+        return content, (), raw, len(words)
+    if len(content) < MIN_SENTENCE_TOKENS or len(words) < MIN_SHORT_SENTENCE_WORDS:
+        return [], (), raw, len(words)
+    return _hash_numbers(words), tuple(sorted(content)), raw, len(words)
 
 
-def prepare(items: list[Located], codec: _Codec) -> list[Reply]:
-    out = []
+def prepare(items: list[Located]) -> list[Reply]:
+    """Each reply's sentences, their encoded keys and the reply's tokens, tokenising each sentence once."""
+    parts = []
+    keys: list[list[str]] = []
     for item in items:
-        sents = sentences(item.text)
-        units, exact = [], []
-        for s in sents:
-            key, content = sentence_key(s)
-            units.append(codec.encode(key) if key else "")
+        sents = sentence_words(item.text)
+        exact, raw = [], []
+        words = 0
+        for written in sents:
+            key, content, tokens_written, n = sentence_key(written)
+            keys.append(key)
             exact.append(content)
-        content = normalised(item.text)
-        whole = codec.encode(content) if len(content) >= LONG_SENTENCE_TOKENS else ""
-        out.append(Reply(item, sents, units, exact, whole, frozenset(tokens(item.text))))
+            raw += tokens_written
+            words += n
+        whole = _hash_numbers(raw)
+        keys.append(whole if len(whole) >= LONG_SENTENCE_TOKENS else [])
+        parts.append((item, sents, keys[-len(sents) - 1 : -1], exact, raw, words))
+    encoded = iter(encode_all(keys))
+    out = []
+    for item, sents, sentence_keys, exact, raw, words in parts:
+        units = [next(encoded) for _ in sents]
+        out.append(Reply(item, sents, sentence_keys, units, exact, next(encoded), frozenset(raw), words, len(raw)))
     return out
 
 
-def covered_language(items: list[Located]) -> bool:
+def covered_language(prepared: list[Reply]) -> bool:
     """True when the replies read as English, the language of the stop-words and stemming."""
-    ws = [w for x in items for w in word_units(x.text)]
-    if not ws:
-        return False
-    return sum(w in STOP_WORDS for w in ws) / len(ws) >= COVERED_FUNCTION_WORDS
+    words = sum(r.words for r in prepared)
+    return bool(words) and (words - sum(r.content for r in prepared)) / words >= COVERED_FUNCTION_WORDS
 
 
 @dataclass
@@ -201,34 +206,45 @@ class Context:
     """What the user (and tools) said, by turn, for the neutral cases."""
 
     user: dict[int, str]
-    inputs: dict[int, frozenset[str]]  # content tokens of user and tool messages, by turn
+    turns: dict[int, Turn]
+    _inputs: dict[int, frozenset[str]] = field(default_factory=dict)
+    _topics: dict[int, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, thread: Thread) -> Context:
-        user = {t.index: t.user_text for t in thread.turns}
-        inputs = {
-            t.index: frozenset(
-                tok for m in t.messages if m.role in ("user", "tool") and m.content for tok in tokens(m.content)
+        return cls({t.index: t.user_text for t in thread.turns}, {t.index: t for t in thread.turns})
+
+    def user_tokens(self, turn: int) -> list[str]:
+        return tokens(self.user.get(turn, ""))
+
+    def inputs(self, turn: int) -> frozenset[str]:
+        """Content tokens of the turn's user and tool messages (computed when first needed)."""
+        found = self._inputs.get(turn)
+        if found is None:
+            t = self.turns.get(turn)
+            messages = t.messages if t is not None else []
+            found = self._inputs[turn] = frozenset(
+                tok for m in messages if m.role in ("user", "tool") and m.content for tok in tokens(m.content)
             )
-            for t in thread.turns
-        }
-        return cls(user, inputs)
+        return found
 
     def same_question(self, a: int, b: int) -> bool:
         ua, ub = self.user.get(a, ""), self.user.get(b, "")
         if a == b or not ua.strip() or not ub.strip():
             return False
-        ta, tb = tokens(ua), tokens(ub)
+        ta, tb = self.user_tokens(a), self.user_tokens(b)
         if ta == tb:
             return bool(ta) or ua.strip().lower() == ub.strip().lower()
         return Indel.normalized_similarity(ta, tb) >= SAME_QUESTION
 
     def topic(self, turn: int) -> frozenset[str]:
         """Content tokens of the user's last few messages up to `turn`: echoing them is not repeating."""
-        found: set[str] = set()
-        for t in range(turn - TOPIC_TURNS, turn + 1):
-            found.update(tokens(self.user.get(t, "")))
-        return frozenset(found)
+        found = self._topics.get(turn)
+        if found is None:
+            found = self._topics[turn] = frozenset(
+                tok for t in range(turn - TOPIC_TURNS, turn + 1) for tok in self.user_tokens(t)
+            )
+        return found
 
     def requested(self, turn: int) -> bool:
         return bool(_RESTATE.search(self.user.get(turn, "")))
@@ -238,7 +254,7 @@ class Context:
         turns = range(first.turn + 1, later.turn + 1) if later.turn > first.turn else [later.turn]
         found: frozenset[str] = frozenset()
         for t in turns:
-            found |= self.inputs.get(t, frozenset())
+            found |= self.inputs(t)
         return found
 
 
@@ -257,30 +273,32 @@ def _neutral_kind(first: Reply, later: Reply, ctx: Context, answers_to_same: int
 
 
 def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysis:
-    """Find repeating replies: sentence matches against the previous `window` replies."""
-    codec = _Codec()
-    prepared = prepare(items, codec)
+    """Find repeating replies: sentence matches against the previous `window` replies.
+
+    Replies with fewer than two content tokens are left out (`compared` lists the others)."""
+    prepared = [r for r in prepare(items) if r.content >= MIN_SENTENCE_TOKENS]
     repeats: list[Pair] = []
     neutral: list[Pair] = []
     top = top_sentence = 0.0
     same_answers: dict[int, int] = {}  # reply index -> how many times its answer was given to one question
     segments: dict[str, list[int]] = {}
-    segment_text: dict[str, str] = {}
+    segment_text: dict[str, tuple[str, list[str]]] = {}
     for j, reply in enumerate(prepared):
         lo = max(0, j - window)
         earlier = prepared[lo:j]
         owners = [k for k in range(lo, j) for u in prepared[k].units if u]
         choices = [u for r in earlier for u in r.units if u]
         exacts = [e for r in earlier for u, e in zip(r.units, r.exact, strict=True) if u]
+        choice_keys = [k for r in earlier for u, k in zip(r.units, r.keys, strict=True) if u]
         matched: dict[int, int] = {}  # earlier reply index -> tokens of `reply` it matches
         rehash: dict[int, float] = {}  # earlier reply index -> similarity of a reworded sentence
         best_sim: dict[int, float] = {}
-        for sentence, unit, exact in zip(reply.sentences, reply.units, reply.exact, strict=True):
+        for sentence, key, unit, exact in zip(reply.sentences, reply.keys, reply.units, reply.exact, strict=True):
             if not unit:
                 continue
             if unit not in segments or segments[unit][-1] != reply.item.position:
                 segments.setdefault(unit, []).append(reply.item.position)
-                segment_text.setdefault(unit, sentence)
+                segment_text.setdefault(unit, (reply.item.text, sentence))
             if not choices:
                 continue
             best = process.extractOne(unit, choices, scorer=Indel.normalized_similarity)
@@ -288,7 +306,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
                 continue
             top_sentence = max(top_sentence, best[1])
             if best[1] < SENTENCE_MATCH:
-                if best[1] >= REHASH and not exact and _rehash(unit, best[0], reply.item, ctx, codec):
+                if best[1] >= REHASH and not exact and _rehash(key, choice_keys[best[2]], reply.item, ctx):
                     rehash.setdefault(owners[best[2]], best[1])
                 continue
             hits = [
@@ -322,14 +340,22 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
         if pair is None:
             continue
         (neutral if pair.kind in ("same_question", "requested", "new_details") else repeats).append(pair)
-    return Analysis(repeats, neutral, round(top, 4), round(top_sentence, 4), _segments(segments, segment_text))
+    return Analysis(
+        repeats,
+        neutral,
+        round(top, 4),
+        round(top_sentence, 4),
+        _segments(segments, segment_text),
+        covered_language(prepared),
+        [r.item for r in prepared],
+    )
 
 
-def _rehash(unit: str, other: str, item: Located, ctx: Context, codec: _Codec) -> bool:
+def _rehash(unit: list[str], other: list[str], item: Located, ctx: Context) -> bool:
     """A reworded sentence: 3+ shared tokens once the words the user just brought up are set aside."""
     topic = ctx.topic(item.turn)
-    a = [c for c in unit if codec.decode(c) not in topic]
-    b = [c for c in other if codec.decode(c) not in topic]
+    a = [t for t in unit if t not in topic]
+    b = [t for t in other if t not in topic]
     if min(len(a), len(b)) < MIN_SHARED:
         return False
     shared = len(set(a) & set(b))
@@ -388,13 +414,20 @@ def _classify(
     return Pair(prepared[k].item, reply.item, round(best_sim[k], 4), round(share, 4), kind, [prepared[k].item.position])
 
 
-def _segments(positions: dict[str, list[int]], text: dict[str, str]) -> list[dict[str, Any]]:
+def _segments(positions: dict[str, list[int]], text: dict[str, tuple[str, list[str]]]) -> list[dict[str, Any]]:
     """Sentences whose normalised form occurs in two or more replies."""
     out = [
-        {"text": text[u][:200], "count": len(p), "positions": p} for u, p in positions.items() if len(p) >= 2
+        {"text": _sentence_text(*text[u])[:200], "count": len(p), "positions": p}
+        for u, p in positions.items()
+        if len(p) >= 2
     ]
     out.sort(key=lambda s: (-s["count"], s["positions"][0]))
     return out[:MAX_SEGMENTS]
+
+
+def _sentence_text(reply: str, words: list[str]) -> str:
+    """The sentence of `reply` as written whose word units are `words`."""
+    return next((s for s in sentences(reply) if word_units(s) == words), " ".join(words))
 
 
 def verdict(repeats: list[Pair], items: list[Located]) -> str:
@@ -416,7 +449,17 @@ def user_repeats(ctx: Context, turns: list[int]) -> list[int]:
     """User turns that ask again what one of the previous few user turns asked."""
     out = []
     for n, t in enumerate(turns):
-        if any(ctx.same_question(u, t) for u in turns[max(0, n - USER_WINDOW) : n]):
+        mine = ctx.user_tokens(t)
+        earlier = turns[max(0, n - USER_WINDOW) : n]
+        if not earlier:
+            continue
+        if mine:
+            hit = process.extractOne(
+                mine, [ctx.user_tokens(u) for u in earlier], scorer=Indel.normalized_similarity, score_cutoff=SAME_QUESTION
+            )
+            if hit is not None:
+                out.append(t)
+        elif any(ctx.same_question(u, t) for u in earlier):
             out.append(t)
     return out
 
@@ -435,15 +478,15 @@ class Repetition(MetricBase):
         all_replies = replies(thread)
         if not all_replies:
             return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
-        items = [x for x in all_replies if len(tokens(x.text)) >= MIN_SENTENCE_TOKENS]
+        ctx = Context.of(thread)
+        found = analyse(all_replies, ctx)
+        items = found.compared
         if len(items) < 2:
             return [
                 not_applicable(
                     NAME, f"fewer than two replies with {MIN_SENTENCE_TOKENS}+ content words", version=VERSION
                 )
             ]
-        ctx = Context.of(thread)
-        found = analyse(items, ctx)
         label = verdict(found.repeats, items)
         evidence = {
             "repeated_messages": sorted(p.repeat.position for p in found.repeats),
@@ -454,7 +497,7 @@ class Repetition(MetricBase):
             "max_sentence_similarity": found.max_sentence_similarity,
             "repeated_segments": found.segments,
             "user_repeats": user_repeats(ctx, [t.index for t in thread.turns if t.user_text.strip()]),
-            "language_covered": covered_language(items),
+            "language_covered": found.language_covered,
             "replies_compared": len(items),
         }
         return [

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -76,11 +75,6 @@ class Profile:
 
     tokens: tuple[str, ...]
     shingles: frozenset[tuple[str, ...]] = field(repr=False)
-    counts: Counter[str] = field(repr=False, compare=False, default_factory=Counter)
-
-    def __post_init__(self) -> None:
-        if self.tokens and not self.counts:
-            object.__setattr__(self, "counts", Counter(self.tokens))
 
     @classmethod
     def of(cls, text: str) -> Profile:
