@@ -236,7 +236,9 @@ async def test_repeated_user_turns_go_to_the_judge() -> None:
 
 
 async def test_a_language_the_tier_does_not_cover_goes_to_the_judge() -> None:
-    thread = chat("我的包裹在哪里？", "您的包裹昨天已从仓库发出。", "什么时候到？", "预计明天下午送达，请保持电话畅通。")
+    thread = chat(
+        "我的包裹在哪里？", "您的包裹昨天已从仓库发出。", "什么时候到？", "预计明天下午送达，请保持电话畅通。"
+    )
     det = deterministic(thread)
     assert det[0].label == "none" and det[0].evidence["language_covered"] is False
     _, judge = await run(thread, answer("none"), det=det)

@@ -143,6 +143,8 @@ def encode_all(keys: list[list[str]]) -> list[str]:
 
 
 def _hash_numbers(toks: list[str]) -> list[str]:
+    if not _DIGIT.search("".join(toks)):
+        return toks
     return [t if t.isalpha() or not _DIGIT.search(t) else "#" for t in toks]
 
 
@@ -160,8 +162,8 @@ def sentence_key(written: list[str]) -> tuple[list[str], tuple[str, ...], list[s
     content tokens, so that two short sentences match only when worded alike about the same thing.
     A sentence with fewer than two content tokens or four words ("sleep tight") is not compared.
     """
-    words = [stem(w) for w in written]
-    raw = [s for w, s in zip(written, words, strict=True) if w not in STOP_WORDS]
+    words = list(map(stem, written))
+    raw = [s for w, s in zip(written, words) if w not in STOP_WORDS]  # noqa: B905 - same length
     content = _hash_numbers(raw)
     if len(content) >= LONG_SENTENCE_TOKENS:
         return content, (), raw, len(words)
@@ -187,11 +189,15 @@ def prepare(items: list[Located]) -> list[Reply]:
         whole = _hash_numbers(raw)
         keys.append(whole if len(whole) >= LONG_SENTENCE_TOKENS else [])
         parts.append((item, sents, keys[-len(sents) - 1 : -1], exact, raw, words))
-    encoded = iter(encode_all(keys))
+    encoded = encode_all(keys)
     out = []
+    at = 0
     for item, sents, sentence_keys, exact, raw, words in parts:
-        units = [next(encoded) for _ in sents]
-        out.append(Reply(item, sents, sentence_keys, units, exact, next(encoded), frozenset(raw), words, len(raw)))
+        end = at + len(sents)
+        out.append(
+            Reply(item, sents, sentence_keys, encoded[at:end], exact, encoded[end], frozenset(raw), words, len(raw))
+        )
+        at = end + 1
     return out
 
 
@@ -209,13 +215,17 @@ class Context:
     turns: dict[int, Turn]
     _inputs: dict[int, frozenset[str]] = field(default_factory=dict)
     _topics: dict[int, frozenset[str]] = field(default_factory=dict)
+    _user_tokens: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, thread: Thread) -> Context:
         return cls({t.index: t.user_text for t in thread.turns}, {t.index: t for t in thread.turns})
 
-    def user_tokens(self, turn: int) -> list[str]:
-        return tokens(self.user.get(turn, ""))
+    def user_tokens(self, turn: int) -> tuple[str, ...]:
+        found = self._user_tokens.get(turn)
+        if found is None:
+            found = self._user_tokens[turn] = tuple(tokens(self.user.get(turn, "")))
+        return found
 
     def inputs(self, turn: int) -> frozenset[str]:
         """Content tokens of the turn's user and tool messages (computed when first needed)."""
@@ -264,7 +274,9 @@ def _neutral_kind(first: Reply, later: Reply, ctx: Context, answers_to_same: int
         return "requested"
     # character pairs of spaceless scripts are too small to show what the user brought up: words of
     # three or more characters, numbers and codes do
-    new = [t for t in (later.raw - first.raw) & ctx.brought_up(first.item, later.item) if len(t) >= 3 or _DIGIT.search(t)]
+    new = [
+        t for t in (later.raw - first.raw) & ctx.brought_up(first.item, later.item) if len(t) >= 3 or _DIGIT.search(t)
+    ]
     if len(new) >= 2 or any(_DIGIT.search(t) for t in new):
         return "new_details"
     if ctx.same_question(first.item.turn, later.item.turn) and answers_to_same < 2:
@@ -400,7 +412,11 @@ def _classify(
         else:
             return None
         return Pair(
-            prepared[k].item, reply.item, round(best_sim[k], 4), round(share, 4), kind,
+            prepared[k].item,
+            reply.item,
+            round(best_sim[k], 4),
+            round(share, 4),
+            kind,
             sorted(prepared[i].item.position for i in counted),
         )
     if first_neutral is None:
@@ -455,7 +471,10 @@ def user_repeats(ctx: Context, turns: list[int]) -> list[int]:
             continue
         if mine:
             hit = process.extractOne(
-                mine, [ctx.user_tokens(u) for u in earlier], scorer=Indel.normalized_similarity, score_cutoff=SAME_QUESTION
+                mine,
+                [ctx.user_tokens(u) for u in earlier],
+                scorer=Indel.normalized_similarity,
+                score_cutoff=SAME_QUESTION,
             )
             if hit is not None:
                 out.append(t)
