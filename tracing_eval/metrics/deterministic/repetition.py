@@ -1,9 +1,10 @@
 """D1 `repetition`: assistant replies that repeat what an earlier reply said, on the seed's V5− scale.
 
-The unit is the sentence (`tracing_eval.text.sentences`, any script). A sentence is its content
-tokens (word units of any script, stop-words dropped, stemmed; every number or code becomes `#`,
-so "ticket 48213" and "ticket 48391" read the same). A sentence of reply j matches one of the W
-previous replies when their word-level Indel ratio is >= 0.8. Reply j then:
+The unit is the sentence (`tracing_eval.text.sentence_words`, any script). A sentence is its
+content tokens (word units of any script, stop-words dropped, stemmed; every number or code becomes
+`#`, so "ticket 48213" and "ticket 48391" read the same); a short one (2-3 content tokens) is all its
+words and matches only a sentence with the same content. A sentence of reply j matches one of the
+W previous replies' when their word-level Indel ratio is >= 0.8. Reply j then:
 
 - repeats near-verbatim when matched sentences cover >= 0.8 of its tokens, or the whole reply is
   >= 0.8 similar to an earlier one;
@@ -22,8 +23,8 @@ Verdict, weighing the end of the thread: `minor` partial repeats only; `partial`
 repeat, then recovery, or a single one among many replies; `mostly` the last reply repeats
 near-verbatim and repeats are frequent (two near-verbatim, or a quarter of the replies);
 `fully` the last two replies repeat near-verbatim.
-Each sentence is compared with the sentences of a bounded window of replies through an exact-match
-index and rapidfuzz, so the cost grows linearly with the thread.
+Each sentence is compared with the sentences of a bounded window of replies (one rapidfuzz call
+over token sequences encoded one character per token), so the cost grows linearly with the thread.
 """
 
 from __future__ import annotations
@@ -146,11 +147,6 @@ def _hash_numbers(toks: list[str]) -> list[str]:
     if not _DIGIT.search("".join(toks)):
         return toks
     return [t if t.isalpha() or not _DIGIT.search(t) else "#" for t in toks]
-
-
-def normalised(text: str) -> list[str]:
-    """Content tokens with every number or code replaced by `#`."""
-    return _hash_numbers(tokens(text))
 
 
 def sentence_key(written: list[str]) -> tuple[list[str], tuple[str, ...], list[str], int]:
