@@ -331,3 +331,20 @@ def test_a_long_thread_is_compared_within_a_window() -> None:
     assert result.evidence["replies_compared"] == 200
     # the same template each time, about the fact the user asked for: 199 neutral pairs, no repeat
     assert len(result.evidence["neutral_pairs"]) == 199
+
+
+def test_courtesy_formulas_are_not_repeats() -> None:
+    closing = "If there's anything else you need, feel free to let me know!"
+    result = run(
+        chat(
+            "Cancel my booking ZFA04Y.",
+            f"Your booking ZFA04Y is cancelled and the refund goes to your card. {closing}",
+            "And can I get a receipt?",
+            f"I've emailed the receipt for the cancellation to your address on file. {closing}",
+            "Thanks!",
+            "You're welcome! If you have any other questions, feel free to let me know. Have a great day!",
+            "Thanks again!",
+            "You're welcome! If you have any other questions, feel free to let me know. Have a great day!",
+        )
+    )
+    assert (result.label, result.evidence["repeated_messages"]) == ("none", [])

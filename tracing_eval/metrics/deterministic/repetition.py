@@ -12,6 +12,7 @@ W previous replies' when their word-level Indel ratio is >= 0.8. Reply j then:
 - rehashes when, short of that, one of its sentences rewords an earlier one (ratio >= 0.5 and
   3+ shared tokens once the words the user just brought up are set aside).
 
+A sentence holding a courtesy formula ("let me know if there is anything else") is not counted.
 A match with an earlier reply is neutral, not a repeat, when
 - the user asked the same thing again and this is the first re-answer (a third identical answer to
   the same question is a repeat);
@@ -79,6 +80,20 @@ _RESTATE = re.compile(
     r"|r[ée]p[ée]t|encore une fois)\b|再说一遍|重复一下|もう一度|繰り返",
     re.I,
 )
+
+#: Courtesy formulas (English) that a good assistant says again and again; a sentence holding one
+#: ("If there's anything else, feel free to let me know!") is no repeat of the one before.
+_FORMULA = re.compile(
+    r"\b(?:let me know|anything else|feel free|happy to help|glad to help|hope (?:this|that) helps"
+    r"|have a (?:great|nice|good|wonderful|safe) (?:day|one|trip|flight|evening|weekend)|youre welcome"
+    r"|further (?:assistance|questions|help)|any (?:other|more|further) questions"
+    r"|thank you for (?:your patience|contacting|reaching out|choosing|waiting))\b"
+)
+
+
+def courtesy(words: list[str]) -> bool:
+    """True for a sentence (as word units) that holds a courtesy formula."""
+    return bool(_FORMULA.search(" ".join(words)))
 
 
 @dataclass
@@ -313,6 +328,8 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
             if best is None:
                 continue
             top_sentence = max(top_sentence, best[1])
+            if best[1] >= REHASH and courtesy(sentence):
+                continue
             if best[1] < SENTENCE_MATCH:
                 if best[1] >= REHASH and not exact and _rehash(key, choice_keys[best[2]], reply.item, ctx):
                     rehash.setdefault(owners[best[2]], best[1])
@@ -333,7 +350,11 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
             if hit is not None:
                 whole_best = (lo + hit[2], hit[1])
                 top = max(top, hit[1])
-        if whole_best is not None and whole_best[1] >= NEAR_VERBATIM:
+        if (
+            whole_best is not None
+            and whole_best[1] >= NEAR_VERBATIM
+            and not all(courtesy(words) for words in reply.sentences)
+        ):
             k = whole_best[0]
             matched[k] = max(matched.get(k, 0), round(reply.size * whole_best[1]))
             best_sim[k] = max(best_sim.get(k, 0.0), whole_best[1])
