@@ -55,9 +55,10 @@ INSTRUCTIONS = """\
 TASK: turn relevancy.
 Judge only the last message shown, [{message}]: the assistant's reply in turn {turn}. What is \
 shown is its context: the last {window} turns at most, up to that reply. Answer yes if the reply \
-addresses what the user asked or needs at that point, or moves it forward sensibly (a needed \
-clarifying question counts). Answer no if it is off topic, answers a different or stale request, \
-repeats itself without progress, or ignores the user's latest message.
+addresses what the user asked or needs at that point, or moves it forward sensibly (a clarifying \
+question, a request for details the task needs, or declining the request counts). Answer no if it \
+is off topic, answers a different or stale request, repeats itself without progress, or ignores \
+the user's latest message. Whether the reply follows the assistant's own rules is not asked here.
 Answer in JSON: reason (short), then verdict."""
 
 SCHEMA: dict[str, Any] = strict_object(
