@@ -14,8 +14,8 @@ result's `evidence.transcript.system_prompt_not_shown` records its length; an ed
 prompt alone then leaves every window as it was, so reuse keeps the verdicts. Sent once per judged
 reply, a policy of a few thousand tokens would otherwise be most of the metric's cost.
 
-Per-turn results score 1 (`relevant`) or 0 (`irrelevant`); the thread result is #relevant / #judged turns, over the
-turns that could be judged (the others are listed in its evidence).
+Per-turn results score 1 (`relevant`) or 0 (`irrelevant`); the thread result is #relevant /
+#judged turns, over the turns that could be judged (the others are listed in its evidence).
 
 Reuse: each turn result carries `input_hash`, the hash of exactly what was sent (window text,
 instructions, schema). A prior result from `ctx.reuse` (keyed by (name, input_hash)) is taken
