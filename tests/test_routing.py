@@ -69,6 +69,21 @@ def test_implicit_route_labels_metrics_and_errors() -> None:
     assert route([err("failure_rate")], ReviewSettings()) is None  # errors only when asked
 
 
+def test_advisory_metrics_route_only_where_a_rule_names_them() -> None:
+    friction = ok("user_friction", 0.0, label="friction")
+    assert ReviewSettings().advisory == ["user_friction"]
+    assert route([friction], ReviewSettings()) is None  # "*" does not watch an advisory metric
+    named = route([friction], ReviewSettings(metrics=["*", "user_friction"]))
+    assert named is not None and [r["metric"] for r in named.reasons] == ["user_friction"]
+    rule = RouteSettings(name="friction", metrics=["user_friction"], priority="low")
+    ruled = route([friction, ok("reask", 0.0)], ReviewSettings(routes=[rule, RouteSettings(name="all")]))
+    assert ruled is not None and [(r["metric"], r["route"]) for r in ruled.reasons] == [
+        ("user_friction", "friction"),
+        ("reask", "all"),
+    ]
+    assert route([friction], ReviewSettings(advisory=[])) is not None  # opted back in
+
+
 def test_below_overrides_the_metric_threshold() -> None:
     strict = RouteSettings(name="strict", metrics=["task_success"], below=0.3, destinations=["webhook"])
     review = ReviewSettings(routes=[strict])

@@ -191,6 +191,9 @@ DETERMINISTIC_PACK = [
     "response_hygiene",
     "thread_stats",
 ]
+#: Metrics that a "*" in review routing does not watch: on human labels their verdicts are not precise
+#: enough to send a thread to review on their own (docs/metrics.md). Named in `metrics`, they route.
+ADVISORY_METRICS = ["user_friction"]
 JUDGED_PACK = [
     "repetitive_pattern",
     "task_success",
@@ -325,7 +328,13 @@ class RouteSettings(_Section):
 class ReviewSettings(_Section):
     enabled: bool = Field(True, description="Route failing threads to the review queue.")
     metrics: list[str] = Field(
-        default_factory=lambda: ["*"], description="Metrics whose failure routes a thread ('*' = all)."
+        default_factory=lambda: ["*"],
+        description="Metrics whose failure routes a thread ('*' = all but the `advisory` ones).",
+    )
+    advisory: list[str] = Field(
+        default_factory=lambda: list(ADVISORY_METRICS),
+        description="Metrics that '*' does not watch, in every rule: not precise enough on human labels to route a "
+        "thread on their own (docs/metrics.md). Their results are still written; a rule that names one routes on it.",
     )
     labels: list[str] = Field(
         default_factory=list, description="Labels that route a thread even when the score passes, e.g. 'masked_error'."

@@ -4,7 +4,9 @@ Pure functions over plain data. Each route (`[[review.routes]]`) watches some me
 result that fails (its score is below the route's `below`, or it failed its own threshold when
 `below` is unset), carries one of the route's labels, or errored (when `include_errors`). A thread
 goes to the union of the destinations of every route that fired, with the highest priority among
-them. With no routes configured, one implicit route is built from `review.metrics`, `labels` and
+them. A `*` watches every metric but the advisory ones (`review.advisory`, by default `user_friction`:
+its verdicts are not precise enough on human labels to route on their own); a rule that names an
+advisory metric routes on it. With no routes configured, one implicit route is built from `review.metrics`, `labels` and
 `include_errors` that sends to the local queue and every enabled review sink.
 """
 
@@ -75,9 +77,14 @@ def unknown_destinations(review: ReviewSettings, review_sinks: Iterable[str]) ->
     return {name: dests for name, dests in bad.items() if dests}
 
 
-def fires(result: MetricResult, rule: RouteSettings) -> bool:
+def watches(rule: RouteSettings, metric: str, advisory: frozenset[str] = frozenset()) -> bool:
+    """Whether a route watches a metric: named, or covered by `*` and not advisory."""
+    return metric in rule.metrics or ("*" in rule.metrics and metric not in advisory)
+
+
+def fires(result: MetricResult, rule: RouteSettings, advisory: frozenset[str] = frozenset()) -> bool:
     """Whether one result triggers one route."""
-    if "*" not in rule.metrics and result.metric not in rule.metrics:
+    if not watches(rule, result.metric, advisory):
         return False
     if result.status is Status.ERROR:
         return rule.include_errors
@@ -103,12 +110,13 @@ def route(
         return None
     sinks = set(review_sinks)
     available = {LOCAL, *sinks}
+    advisory = frozenset(review.advisory)
     rank = {p: i for i, p in enumerate(PRIORITIES)}
     rules = sorted(effective_routes(review, sinks), key=lambda r: -rank[r.priority])  # stable: config order on ties
     reasons: list[dict[str, Any]] = []
     fired: set[int] = set()
     for r in results:
-        hits = [i for i, rule in enumerate(rules) if fires(r, rule) and set(rule.destinations) & available]
+        hits = [i for i, rule in enumerate(rules) if fires(r, rule, advisory) and set(rule.destinations) & available]
         if not hits:
             continue
         fired.update(hits)

@@ -43,10 +43,12 @@ async def test_pull_score_and_route_once(worker: Worker, server: FakeLangfuseSer
     [queue] = server.queues
     assert queue.name == QUEUE
     config_names = {c.id: c.name for c in server.score_configs}
-    assert {config_names[i] for i in queue.score_config_ids} >= {REVIEW_CONFIG, "reask", "user_friction"}
+    queue_configs = {config_names[i] for i in queue.score_config_ids}
+    assert queue_configs >= {REVIEW_CONFIG, "reask"} and "user_friction" not in queue_configs  # advisory: scored only
     assert [(i.object_type, i.object_id, i.status) for i in server.queue_items] == [("SESSION", "s-fail", "PENDING")]
     [comment] = server.comments
-    assert comment.object_type == "SESSION" and "`reask`" in comment.content and "`user_friction`" in comment.content
+    assert comment.object_type == "SESSION" and "`reask`" in comment.content
+    assert "`user_friction`" not in comment.content  # written as a score, but it routes nothing on its own
     await assert_routed_once(worker.store, server)
 
     # every read was bounded by time; the generation was probed once

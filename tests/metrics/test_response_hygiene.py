@@ -48,6 +48,8 @@ def test_clean_reply() -> None:
         ("None", None, "placeholder"),
         ("undefined", None, "placeholder"),
         ("Your total is ${total}.", None, "placeholder"),
+        ("Here is the snippet:\n```\nprint(1)\n```\nHello {{ user.name }}, anything else?", None, "placeholder"),
+        ("See the list at https://example.com/ and,", None, "truncated"),
     ],
 )
 def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> None:
@@ -66,6 +68,11 @@ def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> No
         "The behaviour is undefined in that case, so avoid it.",
         "None of the flights leave before noon.",
         "- item one\n- item two",
+        "You can read the full policy at https://example.com/help/",
+        "Download it from www.example.org/",
+        "Put the file in /etc/tracing-eval/",
+        "In Jinja you write:\n```jinja\nHello {{ user.name }}!\n```\nThe braces are filled in at render time.",
+        "Use `{{ user.name }}` in the template and `${HOME}` in the shell.",
     ],
 )
 def test_plausible_replies_pass(reply: str) -> None:

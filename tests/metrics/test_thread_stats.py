@@ -120,3 +120,46 @@ def test_tool_calls_in_a_hand_built_thread() -> None:
         ],
     )
     assert stats(thread)["tool_errors"] == 1
+
+
+def _ending(last_user: str, reply_before: str = "Your seat is changed to 12A. Anything else?") -> dict:
+    return stats(
+        thread_from_messages(
+            "t",
+            [
+                {"role": "user", "content": "Please move me to seat 12A."},
+                {"role": "assistant", "content": reply_before},
+                {"role": "user", "content": last_user},
+                {"role": "assistant", "content": "You're welcome, have a good flight."},
+            ],
+        )
+    )
+
+
+@pytest.mark.parametrize("last", ["Thank you!!!", "thanks so much!!!", "THANK YOU SO MUCH!!!", "Perfect, bye!"])
+def test_thanks_with_exclamation_marks_is_a_closing_not_abandonment(last: str) -> None:
+    assert _ending(last)["abandoned"] is False
+
+
+def test_an_unprompted_ask_for_a_human_at_the_end_is_abandonment() -> None:
+    assert _ending("Let me talk to a real person.")["abandoned"] is True
+
+
+def test_accepting_an_offered_transfer_is_a_hand_off_not_abandonment() -> None:
+    thread = thread_from_messages(
+        "t",
+        [
+            {"role": "user", "content": "I need a refund for my cancelled trip."},
+            {"role": "assistant", "content": "I can't refund that. Shall I transfer you to a human agent?"},
+            {"role": "user", "content": "Yes, please transfer me to a human agent."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "h", "function": {"name": "transfer_to_human_agents", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "h", "content": "Transfer successful"},
+            {"role": "assistant", "content": "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."},
+        ],
+    )
+    ev = stats(thread)
+    assert (ev["handed_off"], ev["abandoned"]) == (True, False)

@@ -200,3 +200,44 @@ def test_errors_flagged_by_the_model_are_used_as_is() -> None:
     )
     results = ToolErrors().evaluate(thread)
     assert results[-1].evidence["failed_calls"][0]["error"] == "HTTP 500"
+
+
+def test_a_success_on_another_target_does_not_recover_a_failure() -> None:
+    turns, thread = evaluate(
+        user("Please cancel my reservations AAA111 and BBB222."),
+        calls(("c1", "cancel", {"reservation_id": "AAA111"})),
+        result("c1", "Error: reservation AAA111 is not refundable"),
+        calls(("c2", "cancel", {"reservation_id": "BBB222"})),
+        result("c2", '{"status": "cancelled"}'),
+        say("Both reservations, AAA111 and BBB222, have been cancelled."),
+    )
+    assert turns[0].evidence["unrecovered"] == [1]
+    assert (turns[0].evidence["masked_error"], turns[0].score, turns[0].label) == (True, 0.0, "high")
+    assert (thread.evidence["masked_turns"], thread.score) == ([0], 0.0)
+
+
+def test_a_retry_with_the_value_the_user_corrected_recovers() -> None:
+    turns, thread = evaluate(
+        user("Please cancel reservation AAA11."),
+        calls(("c1", "cancel", {"reservation_id": "AAA11"})),
+        result("c1", "Error: reservation not found"),
+        say("I couldn't find AAA11. Could you check the code?"),
+        user("Sorry, it's AAA111."),
+        calls(("c2", "cancel", {"reservation_id": "AAA111"})),
+        result("c2", '{"status": "cancelled"}'),
+        say("Reservation AAA111 has been cancelled."),
+    )
+    assert (thread.evidence["unrecovered"], thread.score, thread.label) == ([], 1.0, "low")
+    assert turns[1].evidence["masked_error"] is False
+
+
+def test_a_retry_on_the_same_target_with_another_payment_recovers() -> None:
+    turns, _ = evaluate(
+        user("Add a bag to reservation OBUT9V. Use gift_card_7480005, or gift_card_6276644 if that is short."),
+        calls(("c1", "add_bag", {"reservation_id": "OBUT9V", "payment_id": "gift_card_7480005"})),
+        result("c1", "Error: gift card balance is not enough"),
+        calls(("c2", "add_bag", {"reservation_id": "OBUT9V", "payment_id": "gift_card_6276644"})),
+        result("c2", '{"status": "ok"}'),
+        say("Your bag has been added to OBUT9V, paid with the second gift card."),
+    )
+    assert (turns[0].evidence["unrecovered"], turns[0].evidence["masked_error"]) == ([], False)

@@ -1,10 +1,13 @@
-"""D5 `user_friction`: repeats, frustration and escalation, shouting."""
+"""D5 `user_friction`: what a user message says about the reply before it."""
 
 import pytest
 
-from tracing_eval.metrics.deterministic.user_friction import FRUSTRATION, UserFriction, shouting
+from tracing_eval.metrics.deterministic.similarity import words
+from tracing_eval.metrics.deterministic.user_friction import CUE_WORDS, UserFriction, flags_for, shouting
 from tracing_eval.model import MetricResult, Scope, Status, Thread
 from tracing_eval.transcripts import thread_from_messages
+
+NEUTRAL = "Okay, let me look into that for you."
 
 
 def chat(*texts: str) -> Thread:
@@ -13,38 +16,87 @@ def chat(*texts: str) -> Thread:
     )
 
 
-def evaluate(*user_texts: str) -> tuple[dict[int, MetricResult], MetricResult]:
-    texts: list[str] = []
-    for text in user_texts:
-        texts += [text, "Okay, let me look into that for you."]
+def run(*texts: str) -> tuple[dict[int, MetricResult], MetricResult]:
+    """Alternating user / assistant texts, starting with the user."""
     results = UserFriction().evaluate(chat(*texts))
     turns = {r.turn_index: r for r in results if r.scope == Scope.TURN}
     [thread] = [r for r in results if r.scope == Scope.THREAD]
     return turns, thread
 
 
+def flags_of(user: str, reply: str = NEUTRAL) -> list[str]:
+    """Flags of one follow-up message answering `reply`."""
+    turns, _ = run("I need help with a booking.", reply, user, NEUTRAL)
+    return turns[1].evidence["flags"]
+
+
 def test_calm_thread_has_no_friction() -> None:
-    turns, thread = evaluate("I need to change my flight.", "It's the one on May 20 to Seattle.", "Thanks, that works.")
+    turns, thread = run(
+        "I need to change my flight.",
+        NEUTRAL,
+        "It's the one on May 20 to Seattle.",
+        NEUTRAL,
+        "Thanks, that works.",
+        NEUTRAL,
+    )
     assert (thread.label, thread.score, thread.passed) == ("none", 1.0, True)
-    assert all(r.label == "none" for r in turns.values())
+    assert all(r.label == "none" and r.passed for r in turns.values())
 
 
-def test_repeating_an_earlier_request_is_flagged() -> None:
-    turns, thread = evaluate(
-        "I want to cancel my flight to Seattle tomorrow.",
-        "Can you check the baggage allowance?",
-        "I want to cancel my flight to Seattle tomorrow!",
-    )
-    assert turns[2].evidence["flags"] == ["repeat"]
-    assert (thread.score, thread.evidence["flagged_turns"]) == (0.5, [2])
-    assert thread.evidence["friction_rate"] == 0.5
+@pytest.mark.parametrize("text", ["thanks so much!!!", "Thank you!!!", "THANK YOU SO MUCH!!!", "Great!!! Bye"])
+def test_thanks_and_exclamation_marks_are_not_friction(text: str) -> None:
+    assert flags_of(text) == []
 
 
-def test_confirmations_are_not_repeats() -> None:
-    turns, _ = evaluate(
-        "Please change my seat to 12A.", "Yes, please proceed with the change.", "Yes, please proceed with the change."
-    )
-    assert turns[2].label == "none"
+def test_asking_to_check_the_price_again_after_a_normal_reply_is_not_friction() -> None:
+    assert flags_of("check the price again?", "The fare is $120 for the 9 am flight.") == []
+
+
+def test_asking_to_try_again_after_a_failure_is_a_retry() -> None:
+    reply = "Sorry, I couldn't find any flights on that day."
+    assert flags_of("Can you check again? It has to be Friday.", reply) == ["retry"]
+    assert flags_of("I might book it again next year.", reply) == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "text"),
+    [
+        ("Please confirm: a table for 4 at Sasa at 6 pm on March 1st.", "No, I need it for two people."),
+        ("Playing Drive on the TV.", "No, play it on the bedroom speaker instead."),
+        ("You want to leave on March 4th, correct?", "Nope, the 2nd of March."),
+    ],
+)
+def test_saying_no_to_a_detail_and_replacing_it_is_a_correction(reply: str, text: str) -> None:
+    assert flags_of(text, reply) == ["correction"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "That's not what I asked.",
+        "That is not right, because I want the reservation for 4 people.",
+        "You got it wrong, I said Tuesday.",
+        "There must be a mistake; I am a Gold member.",
+        "Are you sure there's nothing at 5 pm?",
+        "That\u2019s not right, I asked for Tuesday.",
+    ],
+)
+def test_disputing_the_reply_is_a_correction(text: str) -> None:
+    assert "correction" in flags_of(text)
+
+
+@pytest.mark.parametrize(
+    ("reply", "text"),
+    [
+        ("Would you like me to book it?", "No, not right now."),
+        ("Do you want to buy tickets?", "No, I don't want tickets for this one."),
+        ("Is there anything else I can help with?", "No, that's all. Thank you!"),
+        ("Do you have a price range in mind?", "No preference, I just need free parking."),
+        ("Shall I reserve it for 7 pm?", "No thanks, I'll call them myself."),
+    ],
+)
+def test_declines_closings_and_answers_are_not_corrections(reply: str, text: str) -> None:
+    assert flags_of(text, reply) == []
 
 
 @pytest.mark.parametrize(
@@ -52,50 +104,128 @@ def test_confirmations_are_not_repeats() -> None:
     [
         "I already told you my order number.",
         "Like I said, it's the Seattle flight.",
-        "That's not what I asked.",
-        "Are you even listening?",
-        "This is useless.",
-        "Can I talk to a human?",
-        "Please transfer me to a live agent.",
-        "representative",
-        "Why is this so hard!!!",
-        "I had to explain it again and again",
+        "NO! I said 16:45.",
+        "It's for my mother, as I mentioned.",
+        "As I explained, the refund never arrived.",
     ],
 )
-def test_frustration_and_escalation(text: str) -> None:
-    assert FRUSTRATION.search(text)
+def test_reminders(text: str) -> None:
+    assert "reminder" in flags_of(text)
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "What jazz artist are you listening to?",
-        "How does it feel not to be human?",
-        "Can you check the price again tomorrow",
-    ],
-)
-def test_not_frustration(text: str) -> None:
-    assert not FRUSTRATION.search(text)
+def test_repeating_the_last_request_unprompted_is_a_repeat() -> None:
+    turns, thread = run(
+        "I want to cancel my flight to Seattle tomorrow.",
+        "Our baggage allowance is two bags.",
+        "I want to cancel my flight to Seattle tomorrow!",
+        NEUTRAL,
+    )
+    assert turns[1].evidence["flags"] == ["repeat"]
+    assert (thread.score, thread.evidence["flagged_turns"]) == (0.0, [1])
 
 
-def test_shouting_needs_enough_capital_letters() -> None:
+def test_confirmations_answers_to_a_reask_and_asks_for_other_options_are_not_repeats() -> None:
+    turns, _ = run(
+        "Please change my seat to 12A.",
+        "Shall I go ahead?",
+        "Yes, please proceed with the change.",
+        "Done?",
+        "Yes, please proceed with the change.",
+        "Could you confirm your reservation number?",
+        "My reservation number is ZFA04Y, seat 12A please.",
+        "Here is one option.",
+        "Please find me other hotels in the centre.",
+        "Here is another option.",
+        "Please find me other hotels in the centre.",
+        NEUTRAL,
+    )
+    assert all(r.evidence["flags"] == [] for r in turns.values())
+
+
+def test_annoyance_at_the_assistant_is_frustration_but_not_at_the_world() -> None:
+    assert flags_of("This is useless, you are not listening.") == ["frustration"]
+    assert flags_of("I'm really frustrated because my flight was delayed.") == []
+
+
+def test_asking_for_a_human_counts_only_when_no_transfer_was_offered() -> None:
+    assert flags_of("Can I talk to a human?") == ["escalation"]
+    offered = "I can't change that. Would you like me to transfer you to a human agent?"
+    assert flags_of("Yes, please transfer me to a human agent.", offered) == []
+
+
+def test_shouting_needs_enough_capital_letters_and_is_not_thanks() -> None:
     assert shouting("WHY IS MY REFUND NOT HERE YET")
     assert not shouting("My ID is ZFA04Y")
     assert not shouting("OK")
+    assert not shouting("THANK YOU SO MUCH")
+
+
+def test_the_opening_message_is_never_flagged_and_not_counted() -> None:
+    turns, thread = run("I'm so frustrated, this is useless!!!", NEUTRAL, "My reservation is ZFA04Y.", NEUTRAL)
+    assert turns[0].evidence == {"flags": [], "counted_in_rate": False}
+    assert turns[0].reason == "the opening message reacts to no reply"
+    assert (thread.score, thread.label) == (1.0, "none")
 
 
 def test_rate_counts_follow_up_turns_only() -> None:
-    turns, thread = evaluate("I'm so frustrated with this airline.", "My reservation is ZFA04Y.", "Seattle, May 20.")
-    assert turns[0].evidence == {"flags": ["frustration"], "counted_in_rate": False}
-    assert (thread.score, thread.label) == (1.0, "none")
+    turns, thread = run(
+        "Book me a table for two.",
+        "Please confirm: a table for 4 at 7 pm.",
+        "No, it's for two people.",
+        NEUTRAL,
+        "Great, and is there parking?",
+        NEUTRAL,
+    )
+    assert [turns[i].passed for i in (0, 1, 2)] == [True, False, True]
+    assert (thread.score, thread.evidence["friction_rate"], thread.evidence["flagged_turns"]) == (0.5, 0.5, [1])
+    assert thread.evidence["flags"] == [{"turn": 1, "flags": ["correction"]}]
+
+
+def test_a_message_in_another_language_is_not_applicable() -> None:
+    results = UserFriction().evaluate(
+        chat(
+            "I need to change my booking.",
+            NEUTRAL,
+            "Das ist nicht die Buchung, die ich wollte, und ich bin wirklich sauer.",
+            NEUTRAL,
+        )
+    )
+    [turn] = [r for r in results if r.turn_index == 1]
+    assert turn.status == Status.NOT_APPLICABLE and "de" in (turn.reason or "")
+    assert results[-1].status == Status.NOT_APPLICABLE
 
 
 def test_single_user_turn_gets_a_turn_result_and_no_thread_rate() -> None:
     results = UserFriction().evaluate(chat("HELP ME NOW PLEASE", "Sure."))
-    assert [(r.scope, r.label) for r in results if r.status == Status.OK] == [(Scope.TURN, "friction")]
+    assert [(r.scope, r.label) for r in results if r.status == Status.OK] == [(Scope.TURN, "none")]
     assert results[-1].status == Status.NOT_APPLICABLE
 
 
 def test_no_user_messages_is_not_applicable() -> None:
     [result] = UserFriction().evaluate(Thread(key="empty"))
     assert result.status == Status.NOT_APPLICABLE
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "that isn't right",
+        "there's been a mix-up",
+        "I never said that",
+        "I don't believe you",
+        "Please re-check it",
+        "could you double-check?",
+        "try harder",
+        "keep looking please",
+        "why can't you just book it",
+        "I'm getting annoyed",
+        "Put me through to a supervisor",
+        "for the second time, it's 4411",
+        "as I wrote before",
+    ],
+)
+def test_the_cue_word_shortcut_never_hides_a_cue(text: str) -> None:
+    plain = frozenset(words(text))
+    assert not plain.isdisjoint(CUE_WORDS)
+    reply = "Sorry, I couldn't find it. Please confirm: order 4410?"
+    assert flags_for(text, reply, [], frozenset(), plain) == flags_for(text, reply, [], frozenset(), None) != []

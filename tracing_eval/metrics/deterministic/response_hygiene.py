@@ -3,8 +3,10 @@
 Checks: `empty` (the turn has assistant messages but no text, unless it ends in a successful
 hand-off tool call such as `transfer_to_human_agents`), `truncated` (finish_reason=length,
 or the reply stops mid-sentence: a dangling comma, conjunction or article, or an unclosed code
-fence), `placeholder` (leaked template text such as `{{name}}`, `[INSERT ...]`, `${x}`, or a whole
-reply of `None` / `undefined` / `null`), and `language` (the reply is in another script, or
+fence; a reply that ends in a URL or a path such as `https://example.com/` is finished), `placeholder`
+(leaked template text such as `{{name}}`, `[INSERT ...]`, `${x}` outside code, or a whole reply of
+`None` / `undefined` / `null`; template syntax inside a code block or inline code is content, as in
+an answer about Jinja), and `language` (the reply is in another script, or
 another Latin-script language, than the user's message). Every turn gets a result: turns without
 an assistant message are `not_applicable`. The thread score is the share of clean turns.
 """
@@ -21,7 +23,7 @@ from tracing_eval.metrics.deterministic.similarity import words
 from tracing_eval.model import MetricResult, Scope, Thread, Turn, not_applicable, score_result
 
 NAME = "response_hygiene"
-VERSION = "1"
+VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
 CHECKS = ("empty", "truncated", "placeholder", "language")
 
@@ -42,6 +44,10 @@ DANGLING_WORDS = frozenset("a an the and or but nor because than my your our the
 #: tool names that hand the conversation over; a turn that ends in one needs no reply text
 HANDOFF = re.compile(r"transfer|hand_?off|escalat|human|agent_?handover", re.IGNORECASE)
 _TAIL_WORD = re.compile(r"([^\W\d_]+)\W*$")
+#: the reply ends in a URL or a path: its trailing "/" or "-" is not a dangling mark
+_LINK_TAIL = re.compile(r"(?:^|\s|[(<\[])(?:[a-z][\w+.-]*://|www\.|~?/|\.{1,2}/|[\w.-]+/)\S*$", re.IGNORECASE)
+#: fenced code (closed or running to the end) and inline code spans
+_CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`", re.DOTALL)
 _DANGLING_PUNCT = re.compile(r"[,;:\-\u2013\u2014(\[{/&+]\s*$")
 
 
@@ -54,7 +60,11 @@ def truncated(text: str, finish_reason: str | None) -> str | None:
         return None
     if stripped.count("```") % 2 == 1:
         return "unclosed code block"
-    if _DANGLING_PUNCT.search(stripped) and not stripped.endswith((":-)", ";-)", ":)")):
+    if (
+        _DANGLING_PUNCT.search(stripped)
+        and not stripped.endswith((":-)", ";-)", ":)"))
+        and not _LINK_TAIL.search(stripped)
+    ):
         return "ends with a dangling punctuation mark"
     last = stripped[-1]
     if last.isalpha():
@@ -67,7 +77,7 @@ def truncated(text: str, finish_reason: str | None) -> str | None:
 def script_of(text: str) -> str | None:
     """The dominant Unicode script of the letters in `text`, when there are enough of them."""
     if text.isascii():
-        letters = sum(ch.isalpha() for ch in text)
+        letters = sum(map(str.isalpha, text))
         return "LATIN" if letters >= MIN_SCRIPT_LETTERS else None
     counts: Counter[str] = Counter()
     for ch in text:
@@ -131,7 +141,7 @@ def check_turn(turn: Turn) -> dict[str, str]:
     if WHOLE_PLACEHOLDER.match(reply):
         failing["placeholder"] = f"the whole reply is {reply.strip()!r}"
     else:
-        m = PLACEHOLDER.search(reply)
+        m = PLACEHOLDER.search(_CODE.sub(" ", reply))
         if m:
             failing["placeholder"] = f"leaked template text {m.group(0)[:40]!r}"
     mismatch = language_mismatch(turn.user_text, reply)

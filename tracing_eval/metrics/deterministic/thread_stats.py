@@ -1,7 +1,10 @@
 """D8 `thread_stats`: raw numbers about a thread, with no score and no pass/fail.
 
 Abandonment: the conversation ends on a user message that is not a closing ("thanks", "bye"),
-or the last user message shows frustration or shouting (D5's lexicon).
+or the last user message shows annoyance at the assistant, asks for a human it was not offered, or
+shouts (D5's cues). Thanks with exclamation marks ("Thank you!!!") are a closing, not frustration. A
+thread that ends in a successful hand-off (a `transfer_to_human_agents` call) is `handed_off`, not
+abandoned: the user accepted a person, they did not leave.
 """
 
 from __future__ import annotations
@@ -10,11 +13,13 @@ import re
 from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
-from tracing_eval.metrics.deterministic.user_friction import FRUSTRATION, shouting
+from tracing_eval.metrics.deterministic.friction_cues import ANNOYANCE, asks_for_a_human
+from tracing_eval.metrics.deterministic.response_hygiene import ends_in_handoff
+from tracing_eval.metrics.deterministic.user_friction import shouting
 from tracing_eval.model import MetricResult, Scope, Thread
 
 NAME = "thread_stats"
-VERSION = "1"
+VERSION = "2"
 
 #: a last user message that closes the conversation is not abandonment
 CLOSING = re.compile(
@@ -40,6 +45,14 @@ def _total(values: list[int | None]) -> int | None:
     return sum(known) if known else None
 
 
+def _reply_before_last_user(thread: Thread) -> str:
+    """The reply the user saw before their last message ("" when there is none)."""
+    for k in range(len(thread.turns) - 1, -1, -1):
+        if thread.turns[k].user_text.strip():
+            return thread.turns[k - 1].assistant_text if k > 0 else ""
+    return ""
+
+
 def stats(thread: Thread) -> dict[str, Any]:
     messages = thread.messages
     user = [m for m in messages if m.role == "user" and m.content.strip()]
@@ -57,8 +70,13 @@ def stats(thread: Thread) -> dict[str, Any]:
         (m for m in reversed(messages) if m.role in ("user", "assistant") and (m.content.strip() or m.tool_calls)), None
     )
     ends_with_user = last is not None and last.role == "user"
-    last_user = user[-1].content if user else ""
-    frustrated_end = bool(last_user and (FRUSTRATION.search(last_user) or shouting(last_user)))
+    last_user = user[-1].content.replace("\u2019", "'") if user else ""
+    frustrated_end = bool(last_user) and (
+        bool(ANNOYANCE.search(last_user))
+        or asks_for_a_human(last_user, _reply_before_last_user(thread))
+        or shouting(last_user)
+    )
+    handed_off = bool(thread.turns) and ends_in_handoff(thread.turns[-1])
     turns = len(thread.turns)
     p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
     return {
@@ -79,7 +97,8 @@ def stats(thread: Thread) -> dict[str, Any]:
         "input_tokens": _total([t.input_tokens for t in thread.turns]),
         "output_tokens": _total([t.output_tokens for t in thread.turns]),
         "ends_with_user": ends_with_user,
-        "abandoned": (ends_with_user and not CLOSING.search(last_user)) or frustrated_end,
+        "handed_off": handed_off,
+        "abandoned": not handed_off and ((ends_with_user and not CLOSING.search(last_user)) or frustrated_end),
         "turn_errors": sum(1 for t in thread.turns if t.error),
     }
 

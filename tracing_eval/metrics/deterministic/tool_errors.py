@@ -3,8 +3,12 @@
 Per turn with tool calls and per thread: score = 1 - unrecovered / calls, forced to 0 when an
 unrecovered error is masked (the reply claims success with no error or apology phrase), and capped
 by identical-call loops (3+ identical calls in a turn → 0.5, 6+ → 0). An error is recovered by a
-later success of the same tool: in the same turn for the turn result, anywhere later in the
-thread for the thread result (a retry after the user corrected a value is a recovery).
+later success of the same tool on the same target: in the same turn for the turn result, anywhere
+later in the thread for the thread result. Recovery is keyed on the tool and its arguments: a retry
+with the same arguments recovers, and so does one with corrected arguments (a mistyped id, a total
+the user corrected, a value looked up after the failure). A success on another target that the
+conversation already named before the failure does not: when `cancel(AAA111)` fails and
+`cancel(BBB222)` succeeds, AAA111 is still not cancelled.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from tracing_eval.metrics.deterministic.views import located
 from tracing_eval.model import MetricResult, Scope, Thread, ToolCall, Turn, not_applicable, score_result
 
 NAME = "tool_errors"
-VERSION = "1"
+VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
 LOOP_HALF = 3
 LOOP_ZERO = 6
@@ -33,7 +37,7 @@ SUCCESS = re.compile(
     r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed)\b"
     r"|\b(?:has|have) been\s+(?:\w+\s+)?(?:updated|cancell?ed|booked|changed|modified|processed|sent|created|added|"
     r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed|completed)\b"
-    r"|\bis (?:now )?(?:confirmed|booked|cancell?ed|all set)\b|\byou(?:'re| are) all set\b",
+    r"|\b(?:is|are) (?:now )?(?:both )?(?:confirmed|booked|cancell?ed|all set)\b|\byou(?:'re| are) all set\b",
     re.IGNORECASE,
 )
 ERROR_OR_APOLOGY = re.compile(
@@ -93,20 +97,67 @@ def calls_of(thread: Thread) -> list[Call]:
     return out
 
 
-def unrecovered(calls: list[Call], within_turn: bool) -> list[Call]:
-    """Failed calls with no later success of the same tool (in the same turn, or the rest of the thread)."""
+#: an argument value that identifies a thing: a code with a digit, or an upper-case code
+_IDENTIFIER = re.compile(r"^(?=[^\s]*\d)[\w.@:/#-]{3,}$|^[A-Z0-9]{5,}$")
+
+
+def _leaves(arguments: Any) -> dict[str, Any]:
+    """Top-level argument values by key (a non-mapping is one value)."""
+    return dict(arguments) if isinstance(arguments, dict) else {"": arguments}
+
+
+def named(text: str, value: str) -> bool:
+    """`value` occurs in `text` as written (case aside), not inside a longer token: `884122` is not
+    named by "8841-22", so a retry that fixed its format is a correction, not another target."""
+    return bool(value) and re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+def another_target(failed: Call, success: Call, earlier_text: str) -> bool:
+    """The success acts on a different target than the failure: for some argument both the failed
+    value and the new one were named in the conversation (user or tool text) before the failure, and
+    the calls share no identifier (a retry of `update(OBUT9V, payment=A)` as `update(OBUT9V,
+    payment=B)` acts on the same reservation)."""
+    a, b = _leaves(failed.call.arguments), _leaves(success.call.arguments)
+    if any(a[k] == b.get(k) and isinstance(a[k], str) and _IDENTIFIER.match(a[k]) for k in a):
+        return False
+    for key in a.keys() | b.keys():
+        old, new = a.get(key), b.get(key)
+        if old == new or not isinstance(old, str | int) or not isinstance(new, str | int):
+            continue
+        if named(earlier_text, str(old)) and named(earlier_text, str(new)):
+            return True
+    return False
+
+
+def unrecovered(calls: list[Call], within_turn: bool, context: list[tuple[int, str]] | None = None) -> list[Call]:
+    """Failed calls with no later success of the same tool on the same target (in the same turn, or in
+    the rest of the thread). `context` is (position, text) of the user and tool messages."""
     out = []
     for c in calls:
         if not c.call.failed:
             continue
-        later = (
+        later = [
             d
             for d in calls
-            if d.index > c.index and d.call.name == c.call.name and (not within_turn or d.turn == c.turn)
-        )
-        if not any(not d.call.failed for d in later):
+            if d.index > c.index
+            and d.call.name == c.call.name
+            and not d.call.failed
+            and (not within_turn or d.turn == c.turn)
+        ]
+        if not later:
+            out.append(c)
+            continue
+        if any(d.key == c.key for d in later):
+            continue
+        earlier = "\n".join(text for pos, text in context or () if pos < c.position)
+        if all(another_target(c, d, earlier) for d in later):
             out.append(c)
     return out
+
+
+def context_of(thread: Thread) -> list[tuple[int, str]]:
+    """(position, text) of every user message and tool result, in order."""
+    return [(x.position, x.text) for x in located(thread) if x.role in ("user", "tool") and x.text]
 
 
 def repeated_failures(calls: list[Call]) -> list[dict[str, Any]]:
@@ -183,18 +234,19 @@ class ToolErrors(MetricBase):
         calls = calls_of(thread)
         if not calls:
             return [not_applicable(NAME, "the thread has no tool calls", version=VERSION)]
+        context = context_of(thread)
         results: list[MetricResult] = []
         masked_turns: list[int] = []
         for turn in thread.turns:
             here = [c for c in calls if c.turn == turn.index]
             if not here:
                 continue
-            turn_unrec = unrecovered(here, within_turn=True)
+            turn_unrec = unrecovered(here, within_turn=True, context=context)
             masked = masks_error(turn, turn_unrec)
             if masked:
                 masked_turns.append(turn.index)
             results.append(self._result(here, turn_unrec, masked, Scope.TURN, turn.index))
-        thread_unrec = unrecovered(calls, within_turn=False)
+        thread_unrec = unrecovered(calls, within_turn=False, context=context)
         results.append(self._result(calls, thread_unrec, bool(masked_turns), Scope.THREAD, None, masked_turns))
         return results
 

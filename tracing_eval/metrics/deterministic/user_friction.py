@@ -1,11 +1,18 @@
-"""D5 `user_friction`: user turns that repeat themselves, show frustration, escalate or shout.
+"""D5 `user_friction`: user messages that show dissatisfaction with the assistant reply before them.
 
-A lexical proxy for Phoenix's UserFriction. Each user turn is flagged when it repeats one of the
-previous four user turns (similarity >= 0.7, 3+ content words; confirmations such as "yes, please
-proceed" are not repeats), matches the frustration or escalation lexicon, or is mostly capital
-letters. The thread rate is flagged / (n - 1) over the user turns after the opening one (which
-cannot repeat and often carries frustration from before the conversation); score = 1 - rate.
-The opening turn still gets its own per-turn result.
+Friction is what people rate as dissatisfaction (see `friction_cues`): the user corrects a detail the
+reply got wrong or disputes it (`correction`), reminds the assistant of something already said
+(`reminder`), asks it to try again after it failed (`retry`), repeats one of their last two requests
+(`repeat`: the same content words, Jaccard >= 0.75, 3+ words; confirmations, closings, declines and
+asks for other options never repeat),
+shows annoyance at the assistant (`frustration`), asks for a human without being offered one
+(`escalation`), or writes mostly in capitals (`shouting`, not for thanks). Exclamation marks, thanks,
+closings and declined offers are not friction. The lexicon is English: a message in another language
+is `not_applicable` for its turn.
+
+The opening message reacts to no reply, so it is never flagged. The thread rate is flagged / (n - 1)
+over the follow-up user turns; score = 1 - rate. On human labels the per-turn flag is advisory (see
+docs/metrics.md): precision stays below the bar for routing a thread to review on its own.
 """
 
 from __future__ import annotations
@@ -14,71 +21,115 @@ import re
 from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
-from tracing_eval.metrics.deterministic.similarity import Profile, similarity
+from tracing_eval.metrics.deterministic import friction_cues as cues
+from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS, STOP_WORDS
+from tracing_eval.metrics.deterministic.response_hygiene import latin_language, script_of
+from tracing_eval.metrics.deterministic.similarity import stem
+from tracing_eval.metrics.deterministic.similarity import words as all_words
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
 
 NAME = "user_friction"
-VERSION = "1"
+VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
-REPEAT = 0.7
-WINDOW = 4
+REPEAT = 0.75
+WINDOW = 2
 MIN_TOKENS = 3
 SHOUT_SHARE = 0.6
 SHOUT_MIN_LETTERS = 8
+#: flags in the order they are reported
+FLAGS = ("correction", "reminder", "retry", "repeat", "frustration", "escalation", "shouting")
 
-FRUSTRATION = re.compile(
-    r"\bi (?:already|just) (?:told|said|gave|sent|provided|explained|answered|mentioned)\b"
-    r"|\b(?:as i|like i) (?:said|told you|mentioned)\b"
-    r"|\b(?:tell|told|ask\w*|say\w*|said|explain\w*|gave|giv\w*|sen[dt]\w*|provid\w*|answer\w*|repeat\w*|typ\w*)\b"
-    r"(?:\s+\w+){0,4}\s+again\b"
-    r"|\bagain[?!]|\bonce again\b|\bfor the (?:second|third|last|\d+(?:st|nd|rd|th)) time\b"
-    r"|\b(?:that'?s|this is|it'?s) not what i (?:asked|said|wanted|meant)\b|\bnot what i asked\b"
-    r"|\bare you (?:even )?(?:listening|reading)\b(?!\s+to\b(?!\s+me\b))"
-    r"|\byou(?:'re| are) not (?:listening|helping|helpful|understanding)\b"
-    r"|\byou (?:don'?t|do not|didn'?t|did not) (?:understand|get it|listen|read)\b"
-    r"|\b(?:useless|ridiculous|pathetic|frustrat\w*|annoy\w*|waste of (?:my )?time|stupid|terrible|horrible|awful"
-    r"|unacceptable)\b"
-    r"|\b(?:never ?mind|forget it)\b|\bwhat\?{2,}"
-    r"|\b(?:speak|talk|chat|connect|transfer|put)\w*\s+(?:me\s+)?(?:to|with)\s+(?:a|an|the|some|your)?\s*"
-    r"(?:real\s+|live\s+)?(?:human|person|agent|representative|rep|manager|supervisor|operator|someone)\b"
-    r"|^\s*(?:an?\s+)?(?:human|real person|live agent|agent|representative|supervisor|manager)(?:\s+please)?"
-    r"\s*[!?.]*\s*$"
-    r"|!{3,}|\?{3,}",
-    re.IGNORECASE,
-)
 _LETTER = re.compile(r"[^\W\d_]")
 _DIGIT = re.compile(r"\d")
+#: upper-case letters (any script with case): a cheap first test for shouting
+_UPPER = re.compile(r"[^\W\d_a-z\u00df-\u00ff]")
+#: function words of the Latin-script languages other than English (a cheap first test for `other_language`)
+_FOREIGN_WORDS = frozenset().union(*(w for k, w in LANGUAGE_WORDS.items() if k != "en")) - LANGUAGE_WORDS["en"]
+#: every cue of `friction_cues` needs one of these words (as `similarity.words` spells them): a message
+#: with none of them can only be a `repeat` or `shouting` (keep in step with the cue patterns)
+CUE_WORDS = frozenset(
+    """
+    no nope nah negative not isnt wasnt arent werent wrong incorrect mistaken misunderstood misheard misread
+    mixed mistake error misunderstanding mixup mix confusion never didnt did sure cant dont
+    already just said told asked mentioned explained wrote again time recheck retry double re harder keep
+    useless pathetic incompetent hopeless stupid dumb frustrating annoying ridiculous absurd unacceptable
+    unhelpful helpful helping joke waste kidding joking serious listening reading understanding sense understand
+    get listen read help give frustrated annoyed irritated angry upset tired
+    human person agent representative rep manager supervisor operator someone
+    """.split()
+)
 #: confirmations repeat by nature ("yes, please proceed"); they are not the user repeating a request
 _CONFIRMATION = re.compile(
-    r"^\W*(?:yes|yeah|yep|sure|ok(?:ay)?|correct|confirm(?:ed)?|that'?s (?:right|correct)|please proceed|go ahead"
-    r"|no)\b",
+    r"^\W*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|alright|correct|confirm(?:ed)?|that'?s (?:right|correct)|sounds? good"
+    r"|looks? good|perfect|great|please proceed|go ahead|no)\b",
     re.IGNORECASE,
+)
+#: asking for other options again is browsing, not a repeated request
+_ALTERNATIVES = re.compile(r"\b(?:other|another|else|more|different|alternatives?|next)\b", re.IGNORECASE)
+#: a reply that asks the user to give or confirm something: answering it again is not a repeat
+_ASKS_AGAIN = re.compile(
+    r"\bconfirm\b|\b(?:provide|repeat|re-?enter|say|tell me|give me|spell)\b[^.?!]*\?|\bagain\b", re.IGNORECASE
 )
 
 
 def shouting(text: str) -> bool:
-    """Mostly capital letters, ignoring ids (words with digits) and short acronyms (ID, OK, USA)."""
+    """Mostly capital letters, ignoring ids (words with digits), short acronyms (ID, OK, USA) and thanks."""
+    if len(_UPPER.findall(text)) < SHOUT_MIN_LETTERS or cues.CLOSING.search(text):
+        return False
     kept = [w for w in text.split() if not _DIGIT.search(w) and not (len(w) <= 3 and w.isupper())]
     letters = _LETTER.findall(" ".join(kept))
     if len(letters) < SHOUT_MIN_LETTERS:
         return False
-    upper = sum(ch.isupper() for ch in letters)
+    upper = sum(map(str.isupper, letters))
     return upper / len(letters) >= SHOUT_SHARE
 
 
-def flags_for(text: str, earlier: list[Profile], profile: Profile) -> list[str]:
-    out: list[str] = []
-    if (
-        len(profile) >= MIN_TOKENS
-        and not _CONFIRMATION.match(text)
-        and any(len(p) >= MIN_TOKENS and similarity(p, profile) >= REPEAT for p in earlier[-WINDOW:])
-    ):
-        out.append("repeat")
-    if FRUSTRATION.search(text):
-        out.append("frustration")
-    if shouting(text):
-        out.append("shouting")
-    return out
+def repeats_a_request(text: str, reply: str, earlier: list[frozenset[str]], words: frozenset[str]) -> bool:
+    """The message says again what one of the last two user messages said, unprompted."""
+    if len(words) < MIN_TOKENS:
+        return False
+    if not any(len(w) >= MIN_TOKENS and len(w & words) / len(w | words) >= REPEAT for w in earlier[-WINDOW:]):
+        return False
+    if _CONFIRMATION.match(text) or cues.CLOSING.search(text) or cues.DECLINE.search(text):
+        return False
+    return not (_ALTERNATIVES.search(text) or (reply and _ASKS_AGAIN.search(reply)))
+
+
+def flags_for(
+    text: str, reply: str, earlier: list[frozenset[str]], words: frozenset[str], plain: frozenset[str] | None = None
+) -> list[str]:
+    """Friction flags of a follow-up user message, given the reply it answers and the earlier messages.
+    `words` are its content tokens, `plain` all its words (to skip the cue patterns when none can match)."""
+    text, reply = text.replace("\u2019", "'"), reply.replace("\u2019", "'")  # typographic apostrophes
+    if plain is not None and plain.isdisjoint(CUE_WORDS):  # most messages
+        found = dict.fromkeys(FLAGS, False)
+        found["repeat"] = repeats_a_request(text, reply, earlier, words)
+        found["shouting"] = shouting(text)
+        return [f for f in FLAGS if found[f]]
+    found = {
+        "correction": bool(cues.DISPUTE.search(text)) or cues.says_no_to_a_detail(text, reply),
+        "reminder": bool(cues.REMINDER.search(text)),
+        "retry": cues.retries_after_failure(text, reply),
+        "repeat": repeats_a_request(text, reply, earlier, words),
+        "frustration": bool(cues.ANNOYANCE.search(text)),
+        "escalation": cues.asks_for_a_human(text, reply),
+        "shouting": shouting(text),
+    }
+    return [f for f in FLAGS if found[f]]
+
+
+def other_language(text: str, plain: frozenset[str] | None = None) -> str | None:
+    """The language or script of a message the English lexicon cannot read, or None."""
+    if text.isascii() and (plain if plain is not None else frozenset(all_words(text))).isdisjoint(_FOREIGN_WORDS):
+        return None  # English, or too little to tell: no function word of another language
+    script = script_of(text)
+    if script is not None and script != "LATIN":
+        return f"{script.title()} script"
+    if script == "LATIN":
+        lang = latin_language(text)
+        if lang is not None and lang != "en":
+            return lang
+    return None
 
 
 class UserFriction(MetricBase):
@@ -90,52 +141,74 @@ class UserFriction(MetricBase):
     scopes = ("turn", "thread")
     needs_answer = False
     default_threshold = DEFAULT_THRESHOLD
-    description = "User turns that repeat an earlier request, show frustration, ask for a human or shout."
+    description = (
+        "User messages that correct or dispute the reply, remind, retry after a failure, repeat a request, "
+        "show annoyance, ask for a human or shout."
+    )
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
-        user_turns = [(t.index, t.user_text) for t in thread.turns if t.user_text.strip()]
+        user_turns = [t for t in thread.turns if t.user_text.strip()]
         if not user_turns:
             return [not_applicable(NAME, "no user messages", version=VERSION)]
         results: list[MetricResult] = []
-        earlier: list[Profile] = []
-        flagged_after_first: list[int] = []
+        earlier: list[frozenset[str]] = []
+        flagged: list[int] = []
+        counted = 0
         per_turn: list[dict[str, Any]] = []
-        for k, (index, text) in enumerate(user_turns):
-            profile = Profile.of(text)
-            flags = flags_for(text, earlier, profile)
-            earlier.append(profile)
-            if flags and k > 0:
-                flagged_after_first.append(index)
+        previous_reply = {t.index: thread.turns[t.index - 1].assistant_text for t in user_turns if t.index > 0}
+        for k, turn in enumerate(user_turns):
+            text = turn.user_text
+            plain = frozenset(all_words(text))
+            words = frozenset(stem(w) for w in plain if w not in STOP_WORDS)
+            language = other_language(text, plain)
+            if language is not None:
+                earlier.append(words)
+                results.append(
+                    not_applicable(
+                        NAME,
+                        f"the message is in {language}; the friction lexicon is English",
+                        scope=Scope.TURN,
+                        turn_index=turn.index,
+                        version=VERSION,
+                    )
+                )
+                continue
+            flags = [] if k == 0 else flags_for(text, previous_reply.get(turn.index, ""), earlier, words, plain)
+            earlier.append(words)
+            counted += k > 0
             if flags:
-                per_turn.append({"turn": index, "flags": flags})
+                flagged.append(turn.index)
+                per_turn.append({"turn": turn.index, "flags": flags})
             results.append(
                 score_result(
                     NAME,
                     0.0 if flags else 1.0,
                     threshold=self.spec.threshold,
                     scope=Scope.TURN,
-                    turn_index=index,
+                    turn_index=turn.index,
                     label="friction" if flags else "none",
-                    reason=("user turn shows " + ", ".join(flags)) if flags else "no friction signal",
+                    reason=("user turn shows " + ", ".join(flags))
+                    if flags
+                    else ("the opening message reacts to no reply" if k == 0 else "no friction signal"),
                     evidence={"flags": flags, "counted_in_rate": k > 0},
                     version=VERSION,
                 )
             )
-        if len(user_turns) < 2:
-            results.append(not_applicable(NAME, "fewer than two user turns", version=VERSION))
+        if counted == 0:
+            results.append(not_applicable(NAME, "fewer than two user turns in a covered language", version=VERSION))
             return results
-        rate = len(flagged_after_first) / (len(user_turns) - 1)
+        rate = len(flagged) / counted
         results.append(
             score_result(
                 NAME,
                 1.0 - rate,
                 threshold=self.spec.threshold,
                 scope=Scope.THREAD,
-                label="friction" if flagged_after_first else "none",
-                reason=f"{len(flagged_after_first)} of {len(user_turns) - 1} follow-up user turns show friction",
+                label="friction" if flagged else "none",
+                reason=f"{len(flagged)} of {counted} follow-up user turns show friction",
                 evidence={
                     "friction_rate": round(rate, 4),
-                    "flagged_turns": flagged_after_first,
+                    "flagged_turns": flagged,
                     "flags": per_turn,
                     "user_turns": len(user_turns),
                 },

@@ -1,0 +1,202 @@
+"""Agreement of `user_friction`, `thread_stats` abandonment and `tool_errors` with human labels.
+
+- USS (Sun et al. 2021, SGD + MultiWOZ): per user turn, the label is "a majority of the annotators rate
+  the system reply before this message <= 2 of 5"; the prediction is the turn's `user_friction` result
+  failing (`passed` is false). Cohen's kappa, precision, recall, F1, the confusion table, a 95%
+  bootstrap interval for kappa (threads resampled, 1,000 draws) and the precision of each flag.
+- tau-bench airline (gpt-4o): task success of threads that `user_friction` fails (and of threads with
+  any flagged turn) against the rest; the same for `thread_stats.abandoned` and for `tool_errors` failing.
+
+CPU-light (a few seconds); no judge. Run from the repository root:
+
+    .venv/bin/python bench/friction_agreement.py
+    .venv/bin/python bench/friction_agreement.py --datasets path/to/datasets --json friction.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tracing_eval.metrics.deterministic.thread_stats import ThreadStats
+from tracing_eval.metrics.deterministic.tool_errors import ToolErrors
+from tracing_eval.metrics.deterministic.user_friction import UserFriction
+from tracing_eval.model import MetricResult, Scope
+from tracing_eval.transcripts import thread_from_messages
+
+DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+USS = "uss_sgd_mwoz.jsonl"
+TAU = "tau_airline_gpt4o.jsonl"
+
+
+def rows(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open("rb") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def dissatisfied(ratings: list[int]) -> bool:
+    """The USS label: a strict majority of the annotators rate the reply 1 or 2."""
+    return sum(r <= 2 for r in ratings) * 2 > len(ratings)
+
+
+def confusion(pairs: list[tuple[bool, bool]]) -> dict[str, int]:
+    """(label, prediction) pairs -> tp, fp, fn, tn."""
+    c = Counter((lab, pred) for lab, pred in pairs)
+    return {"tp": c[True, True], "fp": c[False, True], "fn": c[True, False], "tn": c[False, False]}
+
+
+def agreement(t: dict[str, int]) -> dict[str, float]:
+    tp, fp, fn, tn = t["tp"], t["fp"], t["fn"], t["tn"]
+    n = tp + fp + fn + tn
+    po = (tp + tn) / n
+    pe = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / (n * n)
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    return {
+        "kappa": (po - pe) / (1 - pe) if pe < 1 else 0.0,
+        "precision": precision,
+        "recall": recall,
+        "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+    }
+
+
+def bootstrap_kappa(by_thread: list[list[tuple[bool, bool]]], draws: int, seed: int) -> tuple[float, float]:
+    """95% interval of kappa with threads resampled (turns of one dialogue are not independent)."""
+    rng = random.Random(seed)
+    counts = [confusion(pairs) for pairs in by_thread]
+    values = []
+    for _ in range(draws):
+        total = dict.fromkeys(("tp", "fp", "fn", "tn"), 0)
+        for c in rng.choices(counts, k=len(counts)):
+            for k in total:
+                total[k] += c[k]
+        values.append(agreement(total)["kappa"])
+    values.sort()
+    return values[int(0.025 * draws)], values[int(0.975 * draws) - 1]
+
+
+def uss(path: Path, draws: int) -> dict[str, Any]:
+    metric = UserFriction()
+    by_thread: list[list[tuple[bool, bool]]] = []
+    by_source: dict[str, list[tuple[bool, bool]]] = {}
+    flags: Counter[str] = Counter()
+    flag_hits: Counter[str] = Counter()
+    not_applicable = 0
+    for row in rows(path):
+        thread = thread_from_messages(row["thread_id"], row["turns"])
+        turn_of = {t.messages[0].position: t.index for t in thread.turns}
+        results = {r.turn_index: r for r in metric.evaluate(thread) if r.scope is Scope.TURN}
+        pairs = []
+        for item in row["turn_labels"]:
+            label = dissatisfied(item["labels"]["satisfaction"])
+            result = results.get(turn_of.get(item["turn_index"]))
+            if result is None or result.passed is None:
+                not_applicable += 1
+            predicted = result is not None and result.passed is False
+            pairs.append((label, predicted))
+            for f in (result.evidence or {}).get("flags", []) if result is not None else []:
+                flags[f] += 1
+                flag_hits[f] += label
+        by_thread.append(pairs)
+        by_source.setdefault(row["system"], []).extend(pairs)
+    everything = [p for pairs in by_thread for p in pairs]
+    table = confusion(everything)
+    low, high = bootstrap_kappa(by_thread, draws, seed=11)
+    return {
+        "turns": len(everything),
+        "positives": sum(lab for lab, _ in everything),
+        "not_applicable_turns": not_applicable,
+        "confusion": table,
+        **agreement(table),
+        "kappa_95": [low, high],
+        "by_source": {s: agreement(confusion(p)) for s, p in sorted(by_source.items())},
+        "flags": {f: {"flagged": n, "precision": flag_hits[f] / n} for f, n in flags.most_common()},
+    }
+
+
+def _thread_result(results: list[MetricResult]) -> MetricResult | None:
+    return next((r for r in results if r.scope is Scope.THREAD), None)
+
+
+def success_split(groups: dict[str, list[tuple[bool, float]]]) -> dict[str, Any]:
+    out = {}
+    for name, pairs in groups.items():
+        yes = [s for flagged, s in pairs if flagged]
+        no = [s for flagged, s in pairs if not flagged]
+        out[name] = {
+            "flagged": len(yes),
+            "success_flagged": sum(yes) / len(yes) if yes else None,
+            "rest": len(no),
+            "success_rest": sum(no) / len(no) if no else None,
+        }
+    return out
+
+
+def tau(path: Path) -> dict[str, Any]:
+    friction, stats, tools = UserFriction(), ThreadStats(), ToolErrors()
+    groups: dict[str, list[tuple[bool, float]]] = {
+        "user_friction fails": [],
+        "user_friction any flagged turn": [],
+        "thread_stats abandoned": [],
+        "tool_errors fails": [],
+        "tool_errors masked_error": [],
+    }
+    for row in rows(path):
+        thread = thread_from_messages(row["thread_id"], row["turns"])
+        success = float(row["thread_labels"]["task_success"])
+        fr = friction.evaluate(thread)
+        whole = _thread_result(fr)
+        groups["user_friction fails"].append((whole is not None and whole.passed is False, success))
+        groups["user_friction any flagged turn"].append(
+            (any(r.scope is Scope.TURN and r.passed is False for r in fr), success)
+        )
+        [st] = stats.evaluate(thread)
+        groups["thread_stats abandoned"].append((bool(st.evidence["abandoned"]), success))
+        te = _thread_result(tools.evaluate(thread))
+        groups["tool_errors fails"].append((te is not None and te.passed is False, success))
+        masked = te is not None and bool((te.evidence or {}).get("masked_error"))
+        groups["tool_errors masked_error"].append((masked, success))
+    return success_split(groups)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", type=Path, default=DATASETS, help="folder holding the shared JSONL datasets")
+    ap.add_argument("--draws", type=int, default=1000, help="bootstrap draws for the kappa interval")
+    ap.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    report = {"uss": uss(args.datasets / USS, args.draws), "tau": tau(args.datasets / TAU)}
+    u = report["uss"]
+    c = u["confusion"]
+    print(f"USS user turns: {u['turns']}, dissatisfied (majority <= 2): {u['positives']}")
+    print(
+        f"user_friction per turn: kappa {u['kappa']:.3f} (95% {u['kappa_95'][0]:.3f}-{u['kappa_95'][1]:.3f}), "
+        f"precision {u['precision']:.3f}, recall {u['recall']:.3f}, F1 {u['f1']:.3f}; "
+        f"tp {c['tp']} fp {c['fp']} fn {c['fn']} tn {c['tn']}"
+    )
+    for source, a in u["by_source"].items():
+        print(f"  {source}: kappa {a['kappa']:.3f}, precision {a['precision']:.3f}, recall {a['recall']:.3f}")
+    for flag, f in u["flags"].items():
+        print(f"  flag {flag}: {f['flagged']} turns, precision {f['precision']:.2f}")
+    print("tau-bench airline task success:")
+    for name, g in report["tau"].items():
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        print(
+            f"  {name}: {g['flagged']} threads succeed {fmt(g['success_flagged'])}; "
+            f"the other {g['rest']} succeed {fmt(g['success_rest'])}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
