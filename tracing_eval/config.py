@@ -328,7 +328,8 @@ class ReviewSettings(_Section):
         default_factory=lambda: ["*"], description="Metrics whose failure routes a thread ('*' = all)."
     )
     labels: list[str] = Field(
-        default_factory=list, description="Labels that route a thread even when the score passes, e.g. 'masked_error'."
+        default_factory=list,
+        description="Labels that route a thread even when the score passes, e.g. 'partial' (repetition at the threshold).",
     )
     include_errors: bool = Field(False, description="Also route threads where a metric ended with status error.")
     routes: list[RouteSettings] = Field(
