@@ -587,6 +587,11 @@ def main() -> None:
         versions[name] = pip_version(python, peer.packages[0].split("==")[0])
         versions[f"{name}: {TRANSPORT[name]}"] = pip_version(python, TRANSPORT[name])
     versions["openai (ours)"] = pip_version(Path(sys.executable), "openai")
+    if tiktoken_cache() is None and not args.no_install:
+        # o200k_base's file comes with LiteLLM in eval_lib's venv; without it every client's tokens would be
+        # counted with the regex fallback, which the published figures are not
+        log("no o200k_base file for the token counts: setting up eval_lib's venv, which has one")
+        ensure_venv(PEER_VENVS["eval_lib"], True)
 
     threads = peer_threads(args.dataset, args.threads)
     args.threads = len(threads)

@@ -53,7 +53,7 @@ from tracing_eval.config import DETERMINISTIC_PACK  # noqa: E402
 
 DATASET = REPO.parent / "shared" / "datasets" / "tau_airline_gpt4o.jsonl"
 ADMIN_URL = os.environ.get("PG_BENCH_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
-#: Deterministic pack plus three judged thread metrics: a few judge calls per thread.
+#: Deterministic pack plus three judged thread metrics: one batched judge call per thread (three with --unbatched).
 METRICS = [*DETERMINISTIC_PACK, "completeness", "conversational_flow", "role_adherence"]
 
 
@@ -272,6 +272,7 @@ async def _replica(url: str, owner: str, base_url: str, args: dict[str, Any], ba
             "api_key": "bench",
             "max_concurrency": args["concurrency"],
             "cache": False,
+            "batch_thread_metrics": not args["unbatched"],
         },
         schedule={"batch_size": args["batch"]},
     )
@@ -356,7 +357,7 @@ def run(n: int, threads: list[list[Any]], judge: Judge, args: argparse.Namespace
         judge.reset()
         ctx = mp.get_context("spawn")
         barrier, out = ctx.Barrier(n + 1), ctx.Queue()
-        params = {"concurrency": args.concurrency, "batch": args.batch}
+        params = {"concurrency": args.concurrency, "batch": args.batch, "unbatched": args.unbatched}
         procs = [
             ctx.Process(
                 target=replica, args=(url, f"replica-{i}", judge.base_url(f"replica-{i}"), params, barrier, out)
@@ -436,6 +437,11 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.1, help="seconds the judge takes for every call (L)")
     ap.add_argument("--concurrency", type=int, default=4, help="judge calls in flight per replica (C)")
     ap.add_argument("--batch", type=int, default=8, help="threads claimed per claim (schedule.batch_size)")
+    ap.add_argument(
+        "--unbatched",
+        action="store_true",
+        help="judge.batch_thread_metrics off: one call per judged metric (3 per thread, as measured before batching)",
+    )
     ap.add_argument("--json", default="replicas.json")
     args = ap.parse_args()
     counts = [int(x) for x in args.replicas.split(",")]

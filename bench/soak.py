@@ -84,8 +84,8 @@ MIB = 1024 * 1024
 #: Variables of the caller's shell that would change what the sidecar does.
 FOREIGN = ("TRACING_EVAL_", "OPENAI_", "LANGFUSE_", "OTEL_")
 SYSTEM = "You are the support assistant of an online shop. Be brief and precise."
-#: The deterministic pack and three judged thread metrics (as bench/replicas.py): a few judge calls a
-#: thread. The product's whole list (`--metrics all`) does not keep up with 100 spans/s on 2 cores.
+#: The deterministic pack and three judged thread metrics (as bench/replicas.py): one batched judge call a
+#: thread (three with --unbatched). The whole list (`--metrics all`) did not keep up with 100 spans/s on 2 cores.
 METRICS = ",".join(replicas.METRICS)
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
 
@@ -539,6 +539,7 @@ def sidecar_env(
         env["OPENAI_API_KEY"] = "bench"
         env["TRACING_EVAL_JUDGE__MODEL"] = "gpt-4o-mini"
         env["TRACING_EVAL_JUDGE__MAX_CONCURRENCY"] = str(args.judge_concurrency)
+        env["TRACING_EVAL_JUDGE__BATCH_THREAD_METRICS"] = "false" if args.unbatched else "true"
     if collector is not None:
         env["TRACING_EVAL_SINKS__OTLP__ENDPOINT"] = collector.endpoint
     return env
@@ -806,6 +807,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=0.2, help="share of the feed left out of the slope")
     ap.add_argument("--store-url", help="store URL (e.g. postgresql+asyncpg://...); default: SQLite in a temp dir")
     ap.add_argument("--no-judge", action="store_true", help="deterministic metrics only")
+    ap.add_argument(
+        "--unbatched",
+        action="store_true",
+        help="judge.batch_thread_metrics off: one call per judged metric (as in the run of 2026-11-30)",
+    )
     ap.add_argument("--latency", type=float, default=0.05, help="judge latency in seconds")
     ap.add_argument("--judge-concurrency", type=int, default=8, help="judge.max_concurrency of the sidecar")
     ap.add_argument("--metrics", default=METRICS, help="comma-separated metrics to run, or `all` (the product's list)")

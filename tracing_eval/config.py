@@ -221,7 +221,7 @@ class MetricsSettings(_Section):
     options: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Options by metric name, e.g. task_success: task_description, success_criteria, temperature; "
-        "role_adherence: role; turn_relevancy: window.",
+        "role_adherence: role; turn_relevancy: window, system_prompt.",
     )
     criteria: list[CriterionSettings] = Field(default_factory=list, description="Custom judged criteria.")
     thresholds: dict[str, float] = Field(

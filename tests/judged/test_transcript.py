@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import DATASETS
 from tracing_eval.config import JudgeSettings
 from tracing_eval.metrics.judged.transcript import (
+    SYSTEM_NOT_SHOWN,
     Limits,
     Transcripts,
     data,
@@ -167,6 +168,17 @@ def test_a_window_shows_its_turns_up_to_the_judged_reply_and_says_what_came_befo
     assert "--- turn 2\n" in text and "--- turn 4\n" in text and "--- turn 5" not in text
     assert text.rstrip().endswith('words "') and '"answer 4"' not in text and "question 5" not in text
     assert text.startswith('SYSTEM PROMPT OF THE ASSISTANT:\n"You sell tickets."')
+
+
+def test_a_window_may_leave_the_system_prompt_out_and_says_so() -> None:
+    thread = long_thread(6)
+    shown, left_out = render_window(thread, 2, 4, until=9), render_window(thread, 2, 4, until=9, system_prompt=False)
+    assert left_out.text.startswith(SYSTEM_NOT_SHOWN + "\nCONVERSATION:\n") and "You sell tickets" not in left_out.text
+    assert left_out.text.split("CONVERSATION:\n", 1)[1] == shown.text.split("CONVERSATION:\n", 1)[1]
+    assert left_out.notes() == {"system_prompt_not_shown": {"of": len("You sell tickets.")}}
+    assert shown.notes() == {}
+    transcripts = Transcripts(thread)
+    assert transcripts.window(2, 4, 9, system_prompt=False) is not transcripts.window(2, 4, 9)
 
 
 def test_the_whole_thread_is_rendered_once_for_every_metric_that_fits() -> None:

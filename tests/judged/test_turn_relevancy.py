@@ -7,6 +7,7 @@ from typing import Any
 
 from tests.fakes.openai_server import Json, Reply
 from tests.judged.fakes import ScriptedJudge, Sent, chat, judge_context, strict_schema_problems, verdict_last
+from tracing_eval.metrics.judged.transcript import SYSTEM_NOT_SHOWN
 from tracing_eval.metrics.judged.turn_relevancy import NAME, TurnRelevancy
 from tracing_eval.model import MetricResult, Scope, Status, Thread
 
@@ -85,7 +86,8 @@ async def test_each_request_holds_its_window_of_the_past_and_nothing_later() -> 
     for k, n in enumerate([2, 4, 6, 8]):  # turn k, reply [n]
         request = by_reply[n]
         assert request.transcript is not None
-        assert request.transcript.startswith('SYSTEM PROMPT OF THE ASSISTANT:\n"You are the returns assistant')
+        assert request.transcript.startswith(SYSTEM_NOT_SHOWN + "\nCONVERSATION:\n")
+        assert "returns assistant" not in request.transcript  # the system prompt is not sent by default
         assert request.transcript.rstrip().endswith(json.dumps(TEXTS[2 * k + 1]))  # the judged reply is last
         for later in TEXTS[2 * k + 2 :]:
             assert json.dumps(later) not in request.transcript  # no text from a later turn
@@ -181,16 +183,55 @@ async def test_unchanged_windows_are_reused_without_a_call() -> None:
 
 
 async def test_the_reuse_key_is_the_hash_of_what_was_sent() -> None:
-    thread = chat(*TEXTS[:4])
-    before = await run(thread, routing_judge({1: yes(), 3: yes()}), options={"window": 2})
+    options = {"window": 2, "system_prompt": True}
+    thread = chat(*TEXTS[:4], system="Only talk about returns.")
+    before = await run(thread, routing_judge({2: yes(), 4: yes()}), options=options)
     keys = {r.turn_index: r.input_hash for r in before if r.scope == Scope.TURN}
-    # a new system prompt changes every request, so nothing is reused
-    prompted = chat(*TEXTS[:4], system="Only talk about returns.")
+    # shown, a new system prompt changes every request, so nothing is reused
+    prompted = chat(*TEXTS[:4], system="Only talk about returns and exchanges.")
     judge = routing_judge({2: yes(), 4: yes()})
-    again = await run(prompted, judge, options={"window": 2}, reuse=reuse_of(thread, before))
+    again = await run(prompted, judge, options=options, reuse=reuse_of(thread, before))
     assert len(judge.requests) == 2
     assert {r.turn_index: r.input_hash for r in again if r.scope == Scope.TURN}.keys() == keys.keys()
     assert all(r.input_hash not in keys.values() for r in again if r.scope == Scope.TURN)
+    # not shown (the default), it is not in what was sent: an edit to it alone reuses every verdict
+    before = await run(thread, routing_judge({2: yes(), 4: no()}), options={"window": 2})
+    judge = routing_judge({})
+    turns, _ = split(await run(prompted, judge, options={"window": 2}, reuse=reuse_of(thread, before)))
+    assert judge.requests == [] and [turns[0].score, turns[1].score] == [1.0, 0.0]
+
+
+async def test_the_system_prompt_is_not_sent_by_default_and_the_results_say_so() -> None:
+    prompt = "You are the returns assistant of a phone shop. Never discuss the cafeteria."
+    thread = chat(*TEXTS[:6], system=prompt)
+    judge = routing_judge({2: yes(), 4: yes(), 6: no()})
+    turns, whole = split(await run(thread, judge))
+    assert len(judge.requests) == 3
+    for request in judge.requests:
+        assert request.transcript is not None and prompt not in request.transcript
+        assert request.transcript.splitlines()[0] == SYSTEM_NOT_SHOWN
+    for result in turns.values():
+        assert result.evidence["transcript"]["system_prompt_not_shown"] == {"of": len(prompt)}
+    assert whole.evidence["system_prompt_shown"] is False
+
+
+async def test_option_system_prompt_sends_it_in_every_window() -> None:
+    prompt = "You are the returns assistant of a phone shop."
+    thread = chat(*TEXTS[:6], system=prompt)
+    judge = routing_judge({2: yes(), 4: yes(), 6: yes()})
+    turns, whole = split(await run(thread, judge, options={"system_prompt": True, "window": 1}))
+    for request in judge.requests:
+        assert request.transcript is not None
+        assert request.transcript.startswith(f"SYSTEM PROMPT OF THE ASSISTANT:\n{json.dumps(prompt)}\n")
+    assert all("transcript" not in r.evidence for r in turns.values())
+    assert whole.evidence["system_prompt_shown"] is True
+
+
+async def test_without_a_system_prompt_no_line_stands_for_it() -> None:
+    judge = routing_judge({1: yes(), 3: yes()})
+    turns, _ = split(await run(chat(*TEXTS[:4]), judge))
+    assert all(r.transcript is not None and r.transcript.startswith("CONVERSATION:\n") for r in judge.requests)
+    assert all("transcript" not in r.evidence for r in turns.values())
 
 
 async def test_a_changed_window_is_judged_again() -> None:
@@ -242,4 +283,11 @@ async def test_bad_window_option_is_an_error() -> None:
     judge = routing_judge({})
     [result] = await run(thread, judge, options={"window": 0})
     assert result.status == Status.ERROR and "window" in result.reason
+    assert judge.requests == []
+
+
+async def test_bad_system_prompt_option_is_an_error() -> None:
+    judge = routing_judge({})
+    [result] = await run(chat(*TEXTS[:2]), judge, options={"system_prompt": "yes"})
+    assert result.status == Status.ERROR and "system_prompt" in result.reason
     assert judge.requests == []

@@ -159,6 +159,7 @@ class Rendered:
     clipped: dict[int, dict[str, int]] = field(default_factory=dict)  # message -> {hidden, of} characters
     elided_turns: list[int] = field(default_factory=list)
     system_prompt_clipped: dict[str, int] | None = None
+    system_prompt_not_shown: int | None = None  # characters of a system prompt left out on purpose
 
     @cached_property
     def tokens(self) -> int:
@@ -177,6 +178,8 @@ class Rendered:
             out["elided_turns"] = self.elided_turns
         if self.system_prompt_clipped:
             out["system_prompt_clipped"] = self.system_prompt_clipped
+        if self.system_prompt_not_shown:
+            out["system_prompt_not_shown"] = {"of": self.system_prompt_not_shown}
         return out
 
 
@@ -232,6 +235,10 @@ def _positions(thread: Thread) -> dict[int, int]:
     return out
 
 
+#: The line that stands for a system prompt a metric does not show (its definition does not need it).
+SYSTEM_NOT_SHOWN = "SYSTEM PROMPT OF THE ASSISTANT: not shown (this question does not use it)"
+
+
 def _system_block(prompt: str | None, budget_tokens: int) -> tuple[list[str], dict[str, int] | None]:
     """The system prompt as a JSON string; over half the budget it is clipped, and says so."""
     if not prompt:
@@ -264,10 +271,16 @@ def _render(
     keep: frozenset[int],
     until: int | None,
     before: str,
+    show_system: bool = True,
 ) -> Rendered:
     positions = _positions(thread)
     lines = _Lines(limits, tool_result_messages(thread.messages))
-    system, system_clipped = _system_block(thread.system_prompt, limits.budget_tokens)
+    prompt = thread.system_prompt
+    not_shown = len(prompt) if prompt and prompt.strip() and not show_system else None
+    if not_shown:
+        system, system_clipped = [SYSTEM_NOT_SHOWN], None
+    else:
+        system, system_clipped = _system_block(prompt, limits.budget_tokens)
     blocks: list[tuple[Turn, list[str]]] = []
     for turn in turns:
         body = [f"--- turn {turn.index}"]
@@ -312,17 +325,23 @@ def _render(
     text = "\n".join(out)
     hidden = {positions[id(m)] for t in turns if t.index in elided for m in t.messages}
     clipped = {p: c for p, c in lines.clipped.items() if p not in hidden}
-    return Rendered(text, limits.budget_tokens, clipped, elided, system_clipped)
+    return Rendered(text, limits.budget_tokens, clipped, elided, system_clipped, not_shown)
 
 
 def _fit(
-    thread: Thread, limits: Limits, turns: list[Turn], keep: frozenset[int], until: int | None, before: str
+    thread: Thread,
+    limits: Limits,
+    turns: list[Turn],
+    keep: frozenset[int],
+    until: int | None,
+    before: str,
+    show_system: bool = True,
 ) -> Rendered:
     """Render; while over budget, halve the content caps (clipping more, always with a marker)."""
     current: Limits | None = limits
-    rendered = _render(thread, limits, turns, keep, until, before)
+    rendered = _render(thread, limits, turns, keep, until, before, show_system)
     while rendered.over_budget and (current := current.tighter()) is not None:
-        rendered = _render(thread, current, turns, keep, until, before)
+        rendered = _render(thread, current, turns, keep, until, before, show_system)
     return rendered
 
 
@@ -332,12 +351,21 @@ def render_thread(thread: Thread, limits: Limits | None = None, keep: Iterable[i
 
 
 def render_window(
-    thread: Thread, first: int, last: int, until: int | None = None, limits: Limits | None = None
+    thread: Thread,
+    first: int,
+    last: int,
+    until: int | None = None,
+    limits: Limits | None = None,
+    system_prompt: bool = True,
 ) -> Rendered:
     """The past of one judged reply: the system prompt and turns `first`..`last` (turn indices),
-    up to message number `until` (nothing after it), with a line saying earlier turns are not shown."""
+    up to message number `until` (nothing after it), with a line saying earlier turns are not shown.
+
+    With `system_prompt=False` a line saying that the system prompt is not shown stands in its
+    place, and the notes record its length."""
     turns = [t for t in thread.turns if first <= t.index <= last]
-    return _fit(thread, limits or Limits(), turns, frozenset(t.index for t in turns), until, "before this window")
+    keep = frozenset(t.index for t in turns)
+    return _fit(thread, limits or Limits(), turns, keep, until, "before this window", system_prompt)
 
 
 class Transcripts:
@@ -351,7 +379,7 @@ class Transcripts:
         self.thread = thread
         self.limits = limits or Limits()
         self._whole: dict[frozenset[int], Rendered] = {}
-        self._windows: dict[tuple[int, int, int | None], Rendered] = {}
+        self._windows: dict[tuple[int, int, int | None, bool], Rendered] = {}
         self._injection: list[dict[str, Any]] | None = None
 
     def whole(self, keep: Iterable[int] = ()) -> Rendered:
@@ -365,10 +393,10 @@ class Transcripts:
             self._whole[key] = render_thread(self.thread, self.limits, key)
         return self._whole[key]
 
-    def window(self, first: int, last: int, until: int | None = None) -> Rendered:
-        key = (first, last, until)
+    def window(self, first: int, last: int, until: int | None = None, system_prompt: bool = True) -> Rendered:
+        key = (first, last, until, system_prompt)
         if key not in self._windows:
-            self._windows[key] = render_window(self.thread, first, last, until, self.limits)
+            self._windows[key] = render_window(self.thread, first, last, until, self.limits, system_prompt)
         return self._windows[key]
 
     def injection(self, first: int = 0, last: int | None = None, until: int | None = None) -> list[dict[str, Any]]:

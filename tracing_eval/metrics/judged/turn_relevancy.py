@@ -2,11 +2,20 @@
 
 For every turn i with an assistant reply, one judge call (all issued at once) asks whether the
 last assistant reply of turn i is relevant to its window, turns [i-W+1 .. i] (option `window`,
-default 5). The request holds exactly that past: the system prompt, a line saying that earlier
-turns are not shown, and the window up to the judged reply; nothing that came after it. So the
-cost of a thread grows as O(n·W), and a verdict cannot depend on later turns. Per-turn results
-score 1 (`relevant`) or 0 (`irrelevant`); the thread result is #relevant / #judged turns, over the
-turns that could be judged (the others are listed in its evidence).
+default 5). The request holds exactly that past: a line saying that earlier turns are not shown,
+and the window up to the judged reply, tool calls and results included; nothing that came after
+it. So the cost of a thread grows as O(n·W), and a verdict cannot depend on later turns.
+
+The assistant's system prompt is not sent by default (option `system_prompt`, default false): the
+metric asks whether a reply is on topic given the turns before it, which the conversation answers,
+while obeying the system prompt is `role_adherence`'s question (DeepEval's TurnRelevancyMetric does
+not read the role either). A line in the transcript says that it is not shown, and every turn
+result's `evidence.transcript.system_prompt_not_shown` records its length; an edit to the system
+prompt alone then leaves every window as it was, so reuse keeps the verdicts. Sent once per judged
+reply, a policy of a few thousand tokens would otherwise be most of the metric's cost.
+
+Per-turn results score 1 (`relevant`) or 0 (`irrelevant`); the thread result is #relevant /
+#judged turns, over the turns that could be judged (the others are listed in its evidence).
 
 Reuse: each turn result carries `input_hash`, the hash of exactly what was sent (window text,
 instructions, schema). A prior result from `ctx.reuse` (keyed by (name, input_hash)) is taken
@@ -38,7 +47,7 @@ from tracing_eval.metrics.judged.transcript import Rendered
 from tracing_eval.model import MetricResult, Scope, Status, Thread, Turn, not_applicable, score_result
 
 NAME = "turn_relevancy"
-VERSION = "2"
+VERSION = "3"
 DEFAULT_WINDOW = 5
 _VERDICTS = {"yes": 1.0, "no": 0.0}
 
@@ -46,9 +55,10 @@ INSTRUCTIONS = """\
 TASK: turn relevancy.
 Judge only the last message shown, [{message}]: the assistant's reply in turn {turn}. What is \
 shown is its context: the last {window} turns at most, up to that reply. Answer yes if the reply \
-addresses what the user asked or needs at that point, or moves it forward sensibly (a needed \
-clarifying question counts). Answer no if it is off topic, answers a different or stale request, \
-repeats itself without progress, or ignores the user's latest message.
+addresses what the user asked or needs at that point, or moves it forward sensibly (a clarifying \
+question, a request for details the task needs, or declining the request counts). Answer no if it \
+is off topic, answers a different or stale request, repeats itself without progress, or ignores \
+the user's latest message. Whether the reply follows the assistant's own rules is not asked here.
 Answer in JSON: reason (short), then verdict."""
 
 SCHEMA: dict[str, Any] = strict_object(
@@ -73,9 +83,10 @@ class Window:
     message: int  # position of the judged reply
     first: int  # index of the first turn in the window
     size: int
+    system_prompt: bool = False  # whether the request shows the assistant's system prompt
 
 
-def windows(thread: Thread, size: int) -> list[Window]:
+def windows(thread: Thread, size: int, system_prompt: bool = False) -> list[Window]:
     """One window per turn with an assistant reply: that turn and up to size-1 turns before it."""
     last_reply = {x.turn: x.position for x in replies(thread)}
     out = []
@@ -83,13 +94,13 @@ def windows(thread: Thread, size: int) -> list[Window]:
         if turn.index not in last_reply:
             continue
         span = thread.turns[max(0, k - size + 1) : k + 1]
-        out.append(Window(turn, last_reply[turn.index], span[0].index, size))
+        out.append(Window(turn, last_reply[turn.index], span[0].index, size, system_prompt))
     return out
 
 
 def request_for(w: Window, thread: Thread, ctx: JudgeContext) -> tuple[JudgeRequest, Rendered]:
     """Exactly what the judge sees for one window: its past, up to the judged reply."""
-    rendered = ctx.transcripts.window(w.first, w.turn.index, until=w.message)
+    rendered = ctx.transcripts.window(w.first, w.turn.index, until=w.message, system_prompt=w.system_prompt)
     instructions = INSTRUCTIONS.format(message=w.message, turn=w.turn.index, window=w.size)
     return JudgeRequest(NAME, rendered.text, instructions, SCHEMA, thread.key), rendered
 
@@ -98,6 +109,13 @@ def window_size(options: dict[str, Any]) -> int:
     value = options.get("window", DEFAULT_WINDOW)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"option 'window' must be a positive integer, got {value!r}")
+    return value
+
+
+def shows_system_prompt(options: dict[str, Any]) -> bool:
+    value = options.get("system_prompt", False)
+    if not isinstance(value, bool):
+        raise ValueError(f"option 'system_prompt' must be true or false, got {value!r}")
     return value
 
 
@@ -112,10 +130,10 @@ class TurnRelevancy(MetricBase):
 
     async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
         try:
-            size = window_size(ctx.options)
+            size, system_prompt = window_size(ctx.options), shows_system_prompt(ctx.options)
         except ValueError as exc:
             return [judge_error(self.spec, exc)]
-        todo = [(w, *request_for(w, thread, ctx)) for w in windows(thread, size)]
+        todo = [(w, *request_for(w, thread, ctx)) for w in windows(thread, size, system_prompt)]
         if not todo:
             return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
         reused = {
@@ -128,7 +146,7 @@ class TurnRelevancy(MetricBase):
             total.add(usage)
         by_turn = reused | {w.turn.index: r for (w, _, _), (r, _) in zip(fresh, judged, strict=True)}
         results = [by_turn[w.turn.index] for w, _, _ in todo]
-        return [*results, self._thread_result(results, total, ctx, size)]
+        return [*results, self._thread_result(results, total, ctx, size, system_prompt)]
 
     def _reused(self, w: Window, request: JudgeRequest, rendered: Rendered, ctx: JudgeContext) -> MetricResult | None:
         key = request.digest()
@@ -166,7 +184,7 @@ class TurnRelevancy(MetricBase):
         return self._annotated(with_usage(result, usage, ctx.judge.model), w, rendered, ctx), usage
 
     def _thread_result(
-        self, turns: list[MetricResult], usage: JudgeUsage, ctx: JudgeContext, size: int
+        self, turns: list[MetricResult], usage: JudgeUsage, ctx: JudgeContext, size: int, system_prompt: bool
     ) -> MetricResult:
         ok = [r for r in turns if r.status == Status.OK]
         failed = [r.turn_index for r in turns if r.status != Status.OK]
@@ -186,6 +204,7 @@ class TurnRelevancy(MetricBase):
             reason=reason,
             evidence={
                 "window": size,
+                "system_prompt_shown": system_prompt,
                 "judged_turns": len(ok),
                 "irrelevant_turns": irrelevant,
                 "unjudged_turns": failed,
