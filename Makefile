@@ -1,10 +1,11 @@
 # The two quick-start commands: `make demo` and `make test`. Both set up .venv first.
+# `make check` is the fast subset for development (no slow or end-to-end tests); `make test` is everything.
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
 EXAMPLES := examples/otel-genai.otlp.jsonl examples/openinference.otlp.jsonl
 
-.PHONY: demo test install install-dev bench calibrate examples docs conformance
+.PHONY: demo test check install install-dev bench calibrate examples docs conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,10 @@ demo: install
 ## The whole test suite (CI runs exactly this through .ci/run).
 test: install-dev
 	$(BIN)/python -m pytest
+
+## The fast subset while developing: leaves out the tests marked slow or e2e (see tests/conftest.py).
+check: install-dev
+	$(BIN)/python -m pytest -m "not slow and not e2e"
 
 ## Regenerate docs/configuration.md from the settings model (tests/test_configdoc.py checks it is current).
 docs: install

@@ -26,6 +26,45 @@ REPO = Path(__file__).resolve().parents[1]
 DATASETS = REPO.parent / "shared" / "datasets"
 EXAMPLES = REPO / "examples"
 
+#: Modules whose tests run the sidecar as a process, or the CLI against loopback servers, end to end
+#: (marker `e2e`), and modules whose tests take many seconds each (marker `slow`). `make check` leaves
+#: both out; `make test` (CI) runs everything. A test may also carry either marker itself.
+E2E_MODULES = {
+    "test_sidecar.py",
+    "test_operations_http.py",
+    "test_security.py",
+    "test_shutdown.py",
+    "test_sinks_cli.py",
+    "test_chaos.py",
+    "test_postgres_cli.py",
+    "test_ci_loop.py",
+    "langfuse/test_e2e.py",
+    "langfuse/test_cli_wiring.py",
+}
+SLOW_MODULES = {
+    "test_months.py",
+    "test_bad_input.py",
+    "test_examples.py",
+    "test_fuzz.py",
+    "test_packaging.py",
+    "test_postgres.py",
+    "test_slow_and_large.py",
+    "test_history.py",
+    "conventions/test_convention_precedence.py",
+    "conformance/test_corpus.py",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of E2E_MODULES `e2e` and those of SLOW_MODULES `slow`."""
+    for item in items:
+        module = item.path.relative_to(REPO / "tests").as_posix()
+        if module in E2E_MODULES:
+            item.add_marker(pytest.mark.e2e)
+        if module in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 BACKENDS = ["sqlite", "postgresql"]
 #: Where the test databases are created (one per test, dropped afterwards).
 PG_URL = os.environ.get("PG_TEST_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")

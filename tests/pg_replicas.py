@@ -122,12 +122,20 @@ def open_at_once(url: str, barrier: Any, out: Any) -> None:
     out.put(asyncio.run(go()))
 
 
+#: The lease `claim_then_die` takes, in seconds of the clock it reports.
+CRASHED_LEASE = 1.5
+
+
 def claim_then_die(url: str, out: Any) -> None:
+    """In a child process: claim every ready thread, put (the claim's time, the thread keys) on `out`,
+    then die without releasing anything."""
+
     async def go() -> None:
         store = SqlStore(url)
         await store.open()
-        claims = await store.claim("crashed", time.time(), SETTLED, 10, 1.5)
-        out.put([c.thread_key for c in claims])
+        now = time.time()
+        claims = await store.claim("crashed", now, SETTLED, 10, CRASHED_LEASE)
+        out.put((now, [c.thread_key for c in claims]))
 
     asyncio.run(go())
     out.close()

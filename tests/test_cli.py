@@ -59,6 +59,7 @@ def test_eval_jsonl_follows_the_contract_on_the_example_transcripts(settings: An
     assert all(m["passed"] is not False for m in records["support-order-status"]["metrics"].values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "threads"), [("tau_airline_gpt4o.jsonl", 200), ("dstc9_interactive.jsonl", 2200)])
 def test_eval_runs_the_datasets_to_the_end(settings: Any, tmp_path: Path, name: str, threads: int) -> None:
     source = [json.loads(x) for x in (DATASETS / name).read_text().splitlines() if x.strip()]

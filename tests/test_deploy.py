@@ -611,7 +611,10 @@ def test_systemd_environment_file_is_the_documented_example() -> None:
 
 
 def deploy_files() -> list[Path]:
-    return sorted(p for p in DEPLOY.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files = sorted(p for p in DEPLOY.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    expected = {DEPLOY / "Dockerfile", DEPLOY / "compose.yaml", UNIT_PATH, DEPLOY / "kubernetes" / "sidecar.yaml"}
+    assert expected <= set(files), "the walk of deploy/ missed files it must check"
+    return files
 
 
 def test_every_settings_variable_in_deploy_is_a_real_key() -> None:
@@ -624,9 +627,25 @@ def test_every_settings_variable_in_deploy_is_a_real_key() -> None:
     assert not bad, bad
 
 
-def test_every_toml_in_deploy_loads(tmp_path: Path) -> None:
-    for path in DEPLOY.rglob("*.toml"):
-        load_settings(path)
+def _values_taken(written: dict[str, Any], loaded: dict[str, Any], where: str) -> None:
+    """Every key `written` in a TOML file has that value in the `loaded` settings (nested tables alike)."""
+    for key, value in written.items():
+        assert key in loaded, f"{where}.{key}: not a settings key"
+        if isinstance(value, dict):
+            _values_taken(value, loaded[key], f"{where}.{key}")
+        else:
+            assert loaded[key] == value, f"{where}.{key}: written {value!r}, loaded {loaded[key]!r}"
+
+
+def test_every_toml_in_deploy_loads_with_the_values_it_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in os.environ if n.startswith(ENV_PREFIX)]:
+        monkeypatch.delenv(name)  # the files alone
+    paths = sorted(DEPLOY.rglob("*.toml"))
+    assert [p.relative_to(DEPLOY).as_posix() for p in paths] == ["compose/tracing-eval.toml", "tracing-eval.toml"]
+    for path in paths:
+        written = tomllib.loads(path.read_text())
+        assert written, f"{path.name} sets nothing"
+        _values_taken(written, load_settings(path).model_dump(mode="json"), path.relative_to(REPO).as_posix())
 
 
 def test_every_tracing_eval_command_in_the_deploy_readme_parses() -> None:
@@ -637,6 +656,9 @@ def test_every_tracing_eval_command_in_the_deploy_readme_parses() -> None:
 
 
 def test_the_config_path_is_the_same_everywhere() -> None:
+    using = set()
     for path in deploy_files():
         for found in re.findall(r"/etc/tracing-eval/[\w.-]+\.toml", path.read_text()):
             assert found == CONFIG_PATH, f"{path.relative_to(REPO)}: {found}"
+            using.add(path.relative_to(DEPLOY).as_posix())
+    assert {"Dockerfile", "compose.yaml", "kubernetes/sidecar.yaml"} <= using

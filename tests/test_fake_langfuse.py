@@ -361,16 +361,16 @@ async def test_score_values_are_checked_against_configs(lf4: FakeLangfuseServer,
         ("BOOLEAN", 1.0, "True"),
     ]
     lf4.assert_no_violations()
-    bad = [
-        {"name": "verdict", "value": "maybe", "configId": verdict.id, "sessionId": "s1"},
-        {"name": "quality", "value": 1.5, "configId": quality.id, "sessionId": "s1"},
-        {"name": "flag", "value": 2, "configId": flag.id, "sessionId": "s1"},
-        {"name": "renamed", "value": 1, "configId": flag.id, "sessionId": "s1"},
-        {"name": "flag", "value": 1, "configId": "missing", "sessionId": "s1"},
+    bad = [  # (body, status): a value the config refuses is 400, a config that does not exist 404
+        ({"name": "verdict", "value": "maybe", "configId": verdict.id, "sessionId": "s1"}, 400),
+        ({"name": "quality", "value": 1.5, "configId": quality.id, "sessionId": "s1"}, 400),
+        ({"name": "flag", "value": 2, "configId": flag.id, "sessionId": "s1"}, 400),
+        ({"name": "renamed", "value": 1, "configId": flag.id, "sessionId": "s1"}, 400),
+        ({"name": "flag", "value": 1, "configId": "missing", "sessionId": "s1"}, 404),
     ]
-    for body in bad:
+    for body, status in bad:
         r = await http4.post("/api/public/scores", json=body)
-        assert r.status_code in (400, 404), body
+        assert r.status_code == status, body
     assert len(lf4.take_violations()) == len(bad)
 
 

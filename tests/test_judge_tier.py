@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +14,9 @@ from tests.conftest import EXAMPLES
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.schema_judge import SchemaJudge
 from tracing_eval.cli import main
-from tracing_eval.config import JUDGED_PACK
+from tracing_eval.config import JUDGED_PACK, load_settings
+from tracing_eval.model import MetricResult
+from tracing_eval.store.sql import SqlStore
 
 THREAD_ONLY = {"repetitive_pattern", "task_success", "failure_rate", "conversational_flow", "completeness"}
 
@@ -30,6 +33,16 @@ def judge_env(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOp
 
 def invoke(*args: str) -> Any:
     return CliRunner(env={"COLUMNS": "250"}).invoke(main, list(args), catch_exceptions=False)
+
+
+async def stored_results() -> list[MetricResult]:
+    """Every result in the configured store, as the worker recorded it (tokens and model included)."""
+    store = SqlStore(load_settings().store.url)
+    await store.open()
+    try:
+        return [r.result for r in await store.results()]
+    finally:
+        await store.close()
 
 
 def jsonl(text: str) -> list[dict[str, Any]]:
@@ -76,9 +89,15 @@ def test_eval_with_a_judge_scores_every_judged_metric_and_isolates_a_broken_one(
 def test_eval_without_a_judge_says_the_judge_tier_was_skipped(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     res = invoke("eval", str(EXAMPLES / "transcripts.jsonl"), "--format", "jsonl")
-    assert res.exit_code == 0
+    assert res.exit_code == 0, res.output
     assert "judge tier skipped" in res.stderr
-    assert all(set(r["metrics"]).isdisjoint(JUDGED_PACK) for r in jsonl(res.stdout))
+    records = jsonl(res.stdout)
+    lines = (EXAMPLES / "transcripts.jsonl").read_text().splitlines()
+    assert len(records) == sum(1 for line in lines if line.strip()) > 0  # every conversation, scored
+    for r in records:
+        assert set(r["metrics"]).isdisjoint(JUDGED_PACK), r["thread_id"]
+        assert r["metrics"]["tool_errors"]["status"] in ("ok", "not_applicable")  # the deterministic tier ran
+        assert all(t["metrics"]["response_hygiene"]["status"] == "ok" for t in r["turns"])
 
 
 def test_run_once_with_a_judge_stores_judged_results_with_tokens(judge_env: FakeOpenAIServer) -> None:
@@ -89,12 +108,21 @@ def test_run_once_with_a_judge_stores_judged_results_with_tokens(judge_env: Fake
     assert thread["metrics"]["task_success"]["status"] == "ok"
     assert thread["metrics"]["conversational_flow"]["status"] == "error"
     calls = len(judge_env.requests)
+    judged = [r for r in asyncio.run(stored_results()) if r.metric in JUDGED_PACK and r.status == "ok"]
+    assert calls > 0 and judged and all(r.judge_model == "judge-test" for r in judged)
+    assert sum(r.input_tokens for r in judged) > 0 and sum(r.output_tokens for r in judged) > 0
     # a second run over the same, unchanged data costs no judge call
-    invoke("run", "--once", f"--source=otlp-file:{EXAMPLES / 'otel-genai.otlp.jsonl'}")
+    again = invoke("run", "--once", f"--source=otlp-file:{EXAMPLES / 'otel-genai.otlp.jsonl'}")
+    assert again.exit_code == 0, again.output
+    assert "evaluated 0 threads" in again.stderr
     assert len(judge_env.requests) == calls
 
 
 def test_doctor_checks_the_judge_endpoint(judge_env: FakeOpenAIServer) -> None:
     res = invoke("doctor")
     assert res.exit_code == 0, res.output
-    assert "judge" in res.stdout and "FAIL" not in res.stdout
+    assert "FAIL" not in res.stdout
+    [judge] = [line for line in res.stdout.splitlines() if line.startswith("ok") and " judge: " in line]
+    assert f"judge-test at {judge_env.base_url}" in judge and "answers with json_schema structured output" in judge
+    [check] = judge_env.requests  # one real call, the connection check
+    assert check.status == 200 and check.body is not None and check.body["model"] == "judge-test"

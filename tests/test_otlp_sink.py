@@ -143,8 +143,14 @@ THREAD_ANCHOR = {
 }
 
 
+#: The export timeout of the sinks under test: a liveness bound, never a speed check (an export to the
+#: loopback collector takes milliseconds, but seconds on a busy machine). The failures these tests
+#: script are statuses the exporter does not retry itself (500, 400), so they come back at once.
+EXPORT_TIMEOUT = 30.0
+
+
 def sink_for(url: str, **kw: Any) -> OtlpEvaluationSink:
-    return OtlpEvaluationSink(OtlpSinkSettings(endpoint=url, timeout_seconds=0.5, **kw))
+    return OtlpEvaluationSink(OtlpSinkSettings(endpoint=url, **{"timeout_seconds": EXPORT_TIMEOUT, **kw}))
 
 
 async def test_turn_result_is_an_event_parented_to_the_turn_root_span(
@@ -255,7 +261,7 @@ async def test_failing_endpoint_raises_so_the_outbox_retries(
     collector: tuple[Collector, str], no_otel_env: None
 ) -> None:
     c, url = collector
-    c.statuses = [503, 400]
+    c.statuses = [500, 400]
     sink = sink_for(url, headers={"Authorization": "Bearer s3cret"})
     p = payload(score_result("repetition", 1.0, threshold=0.7), target="thread", anchor=THREAD_ANCHOR)
     with pytest.raises(OtlpExportError):
@@ -270,7 +276,9 @@ async def test_failing_endpoint_raises_so_the_outbox_retries(
 
 
 async def test_unreachable_endpoint_raises(no_otel_env: None) -> None:
-    sink = sink_for("http://127.0.0.1:9/v1/logs")  # discard port: nothing listens
+    # discard port: nothing listens. The exporter retries a refused connection with backoff until its
+    # timeout, so a short one (the outcome is a failure however busy the machine is)
+    sink = sink_for("http://127.0.0.1:9/v1/logs", timeout_seconds=0.5)
     with pytest.raises(OtlpExportError):
         await sink.deliver("result", payload(score_result("x", 1.0, threshold=None), target="thread", anchor={}))
     await sink.close()
@@ -298,7 +306,7 @@ async def test_example_run_reaches_the_endpoint_once_per_result_correctly_parent
 ) -> None:
     """The examples through the real pipeline: every recorded result arrives once, on its turn's root span."""
     c, url = collector
-    c.statuses = [503]  # the first export fails and is retried by the outbox
+    c.statuses = [500]  # the first export fails and is retried by the outbox
     sink = sink_for(url)
     source = OtlpFileSource(EXAMPLES / "otel-genai.otlp.jsonl", complete=True)
     pipeline = Pipeline(store, settings, build_metrics(settings), "test", sources=[source], sinks=[sink])

@@ -19,7 +19,17 @@ import pytest
 from sqlalchemy import select, update
 
 from tests.conftest import EXAMPLES, pg_database
-from tests.pg_replicas import SETTLED, claim_then_die, conversations, evaluations, open_at_once, probe, replica, turn
+from tests.pg_replicas import (
+    CRASHED_LEASE,
+    SETTLED,
+    claim_then_die,
+    conversations,
+    evaluations,
+    open_at_once,
+    probe,
+    replica,
+    turn,
+)
 from tracing_eval.config import load_settings
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import Scope, score_result
@@ -105,23 +115,22 @@ async def test_a_stalled_claimer_loses_its_lease_and_its_late_record_is_refused(
     await slow.open()
     await other.open()
     try:
-        await slow.ingest(conversations(range(3), 0), time.time())
-        stalled = await slow.claim("slow", time.time(), SETTLED, 10, 1.0)
+        t0 = time.time()  # the replicas' clock, moved on by hand: no waiting for a lease to run out
+        await slow.ingest(conversations(range(3), 0), t0)
+        stalled = await slow.claim("slow", t0, SETTLED, 10, 1.0)
         assert len(stalled) == 3
-        assert await other.claim("other", time.time(), SETTLED, 10, 30) == []  # leased to the slow one
-        await asyncio.sleep(1.1)
-        taken = await other.claim("other", time.time(), SETTLED, 10, 30)
+        assert await other.claim("other", t0 + 0.9, SETTLED, 10, 30) == []  # leased to the slow one
+        later = t0 + 1.1  # the slow one's lease has run out
+        taken = await other.claim("other", later, SETTLED, 10, 30)
         assert [c.thread_key for c in taken] == [c.thread_key for c in stalled]
         res = score_result("m", 1.0, threshold=0.5, scope=Scope.THREAD)
         for c in taken:
-            assert await other.record(c, [Outgoing(f"r-{c.thread_key}", "thread", res)], None, ["hook"], time.time())
+            assert await other.record(c, [Outgoing(f"r-{c.thread_key}", "thread", res)], None, ["hook"], later)
         late = score_result("m", 0.0, threshold=0.5, scope=Scope.THREAD)
         for c in stalled:  # the slow one wakes up: its results are refused, nothing of it is written
-            assert not await slow.record(
-                c, [Outgoing(f"r-{c.thread_key}", "thread", late)], None, ["hook"], time.time()
-            )
+            assert not await slow.record(c, [Outgoing(f"r-{c.thread_key}", "thread", late)], None, ["hook"], later)
         assert [r.result.score for r in await other.results()] == [1.0] * 3
-        assert len(await other.pending_outbox("hook", time.time(), 100)) == 3
+        assert len(await other.pending_outbox("hook", later, 100)) == 3
         assert {(s["evaluated_version"], s["lease_owner"]) for s in await other.thread_states()} == {(1, None)}
     finally:
         await slow.close()
@@ -136,19 +145,16 @@ async def test_a_crashed_replica_leaves_its_threads_to_the_others_after_the_leas
     out = SPAWN.Queue()
     proc = SPAWN.Process(target=claim_then_die, args=(store_url, out))
     proc.start()
-    claimed = await asyncio.to_thread(out.get, True, 60)
+    claimed_at, claimed = await asyncio.to_thread(out.get, True, 60)
     await asyncio.to_thread(proc.join, 30)
-    crashed_at = time.time()
     assert proc.exitcode == 1 and len(claimed) == 2
-    assert await store.claim("survivor", time.time(), SETTLED, 10, 30) == []
-    deadline = crashed_at + 10
-    taken = []
-    while not taken and time.time() < deadline:
-        await asyncio.sleep(0.1)
-        taken = await store.claim("survivor", time.time(), SETTLED, 10, 30)
+    # times on the clock the crashed replica claimed by, however long the machine took to get here
+    assert await store.claim("survivor", claimed_at + CRASHED_LEASE - 0.1, SETTLED, 10, 30) == []
+    after = claimed_at + CRASHED_LEASE + 0.1
+    taken = await store.claim("survivor", after, SETTLED, 10, 30)
     assert sorted(c.thread_key for c in taken) == sorted(claimed)
     for c in taken:
-        assert await store.record(c, [], None, [], time.time())
+        assert await store.record(c, [], None, [], after)
     assert {s["evaluated_version"] for s in await store.thread_states()} == {1}
     await store.close()
 

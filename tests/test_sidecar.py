@@ -55,11 +55,13 @@ def sidecar(tmp_path: Path) -> Iterator[dict[str, Any]]:
         "TRACING_EVAL_SCHEDULE__THREAD_IDLE_SECONDS": "1.5",
         "TRACING_EVAL_LOGGING__FORMAT": "json",
     }
+    log_path = tmp_path / "sidecar.log"
+    log = log_path.open("w")  # a file, not a pipe nobody reads: a full pipe would block the sidecar's logging
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracing_eval", "run", "--source", "otlp-http", "--http", f"127.0.0.1:{port}"],
         env=env,
         cwd=tmp_path,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
     )
@@ -72,12 +74,20 @@ def sidecar(tmp_path: Path) -> Iterator[dict[str, Any]]:
         except httpx.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"sidecar did not start:\n{proc.stdout.read() if proc.stdout else ''}")
+            raise AssertionError(f"sidecar did not start:\n{log_path.read_text()}")
         time.sleep(0.1)
     yield {"base": base, "env": env, "cwd": tmp_path, "proc": proc}
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+    log.close()
+
+
+def ticks(base: str) -> float:
+    """How many ticks the sidecar has finished (its Prometheus tick histogram's count)."""
+    text = httpx.get(f"{base}/metrics").text
+    [line] = [x for x in text.splitlines() if x.startswith("tracing_eval_tick_duration_seconds_count")]
+    return float(line.split()[-1])
 
 
 def stored(sidecar: dict[str, Any]) -> list[dict[str, Any]]:
@@ -155,8 +165,12 @@ def test_real_exporters_to_running_sidecar_get_threads_scored(sidecar: dict[str,
         httpx.post(f"{base}/v1/traces", content=b"x", headers={"content-type": "text/xml"}),
     ]
     assert [b.status_code for b in bad] == [400, 400, 415]
-    time.sleep(1.0)
-    assert stored(sidecar) == before
+    seen = ticks(base)  # two whole ticks later (the first may have begun before the requests) ...
+    deadline = time.monotonic() + LIVENESS_DEADLINE
+    while ticks(base) < seen + 2:
+        assert time.monotonic() < deadline, "the sidecar stopped ticking"
+        time.sleep(0.1)
+    assert stored(sidecar) == before  # ... nothing changed
 
     proc = sidecar["proc"]
     proc.send_signal(signal.SIGTERM)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 import orjson
+from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -22,10 +23,12 @@ from tracing_eval.config import ConfigError, Settings, load_settings
 from tracing_eval.inspection import inspect_traces, render
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.report import (
+    conversation_lines,
     error_lines,
     metric_means,
     metrics_table,
     results_table,
+    review_record,
     review_table,
     thread_record,
 )
@@ -33,6 +36,10 @@ from tracing_eval.store.sql import SqlStore, StoreError
 from tracing_eval.transcripts import TranscriptError, thread_from_json_line
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: For --help (the worker, which builds them, is imported only when a command runs; a test keeps these in step)
+SOURCE_SPECS = "otlp-http, otlp-file:PATH or langfuse"
+SINK_NAMES = "langfuse, otlp or webhook"
 
 
 def out() -> Console:
@@ -109,8 +116,20 @@ def main() -> None:
 @main.command()
 @config_option
 @click.option("--once", is_flag=True, help="Run one tick over the sources, treating all input as settled, then exit.")
-@click.option("--source", "sources", multiple=True, metavar="SPEC", help="otlp-http or otlp-file:PATH (repeatable).")
-@click.option("--sink", "sinks", multiple=True, metavar="NAME", help="Result sinks (repeatable); local is always on.")
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    metavar="SPEC",
+    help=f"{SOURCE_SPECS} (repeatable; default: the configured ones).",
+)
+@click.option(
+    "--sink",
+    "sinks",
+    multiple=True,
+    metavar="NAME",
+    help=f"Result sinks, {SINK_NAMES} (repeatable); local is always on.",
+)
 @click.option(
     "--http", "http", default=None, metavar="HOST:PORT", help="Address of the HTTP server (default 127.0.0.1:4318)."
 )
@@ -128,6 +147,9 @@ def run(
     plan = worker.plan_sources(sources, settings)
     sink_list = worker.sink_names(sinks, settings, plan)
     if once:
+        missing = [str(p) for p in plan.files if not p.is_file()]
+        if missing:  # `run` waits for a file to appear; a one-off run has nothing to wait for
+            raise ConfigError(f"source otlp-file: no such file: {', '.join(missing)}")
         if plan.otlp_http and not plan.files and not plan.langfuse:
             raise ConfigError(
                 "`run --once` pulls sources; give --source otlp-file:PATH or langfuse (the receiver needs `run`)"
@@ -191,7 +213,9 @@ async def _run_forever(settings: Settings, plan: Any, sinks: list[str]) -> None:
 @main.command()
 @config_option
 @click.option("--since", required=True, help="How far back to read: a duration (90m, 24h, 7d, 2w) or an ISO time.")
-@click.option("--sink", "sinks", multiple=True, metavar="NAME", help="Extra result sinks (langfuse is implied).")
+@click.option(
+    "--sink", "sinks", multiple=True, metavar="NAME", help=f"Extra result sinks, {SINK_NAMES} (langfuse is implied)."
+)
 @friendly_errors
 def backfill(config_path: Path | None, since: str, sinks: tuple[str, ...]) -> None:
     """Read Langfuse history since a time, evaluate it, and write the scores back."""
@@ -283,7 +307,8 @@ def _read_threads(path: Path, bad: list[str]) -> Iterator[Any]:
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Also write the results here: a .json name gets the baseline summary (per-metric means, std devs, "
-    "coverage, per-thread pass/fail by run), any other name JSON lines. Both work as --baseline.",
+    "coverage, per-thread pass/fail by run), any other name JSON lines. Both work as --baseline. Standard "
+    "output then shows the metrics table only, unless --format is given.",
 )
 @click.option(
     "--baseline",
@@ -344,9 +369,12 @@ def eval_cmd(
         err().print(NO_JUDGE)
     records = [{**r, "run": i} if runs > 1 else r for i, run in enumerate(done.runs, 1) for r in run]
     current = gate.RunSet([gate.run_of(run) for run in done.runs], str(file))
-    _write_eval_output(fmt, file, records, current)
+    format_given = click.get_current_context().get_parameter_source("fmt") is not ParameterSource.DEFAULT
+    # with --out the results go to the file: the terminal gets the metrics summary, not every thread again
+    _write_eval_output(fmt if format_given or out_path is None else "summary", file, records, current)
     if out_path and done.judge_problem is None:
         _write_eval_out(out_path, records, current, file)
+        err().print(f"wrote {len(records)} thread result(s) to {escape(str(out_path))}")
     causes = gate.errors_by_cause(records)
     if causes:
         for line in error_lines(causes, gate.result_count(records)):
@@ -387,11 +415,12 @@ def _write_eval_output(fmt: str, file: Path, records: list[dict[str, Any]], curr
         summary = {m: current.stats(m).to_json() for m in current.metrics}
         body = {"threads": records, "means": metric_means(records), "metrics": summary}
         sys.stdout.buffer.write(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
-    else:
+    else:  # table, or summary (the metrics table alone)
         first = [r for r in records if r.get("run", 1) == 1]
         runs = len(current.runs)
-        title = f"{file.name}: {len(first)} threads" + (f" (run 1 of {runs})" if runs > 1 else "")
-        out().print(results_table(first, title=title, width=out().width))
+        if fmt == "table":
+            title = f"{file.name}: {len(first)} threads" + (f" (run 1 of {runs})" if runs > 1 else "")
+            out().print(results_table(first, title=title, width=out().width))
         out().print(metrics_table(current, title="Metrics" + (f" over {runs} runs" if runs > 1 else "")))
     sys.stdout.flush()
 
@@ -952,9 +981,19 @@ async def _langfuse_units(
 @main.command()
 @config_option
 @click.option(
-    "--source", "sources", multiple=True, metavar="SPEC", help="Sources to check (default: the configured ones)."
+    "--source",
+    "sources",
+    multiple=True,
+    metavar="SPEC",
+    help=f"Sources to check, {SOURCE_SPECS} (default: the configured ones).",
 )
-@click.option("--sink", "sinks", multiple=True, metavar="NAME", help="Sinks to check (default: the configured ones).")
+@click.option(
+    "--sink",
+    "sinks",
+    multiple=True,
+    metavar="NAME",
+    help=f"Sinks to check, {SINK_NAMES} (default: the configured ones).",
+)
 def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str, ...]) -> None:
     """Check the configuration, the store, the sources, the sinks and the judge; exit 1 if anything is wrong."""
     from tracing_eval import worker
@@ -981,6 +1020,9 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
 
         try:
             client = LangfuseClient(settings.langfuse)
+        except ConfigError as exc:  # the message names the variables to set
+            report(False, "langfuse", str(exc))
+            return
         except Exception as exc:
             report(False, "langfuse", f"{exc} (set LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_BASE_URL)")
             return
@@ -994,9 +1036,13 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
             await client.aclose()
 
     async def check_sinks(plan: Any, store: SqlStore) -> None:
+        nonlocal plan_langfuse
         try:
             names = worker.sink_names(sinks, settings, plan)
-            built = worker.build_sinks(names, settings, store)
+            # without keys the Langfuse sink cannot be built: the langfuse check says so on its own line
+            keyless = worker.LANGFUSE in names and not settings.langfuse.enabled
+            plan_langfuse = plan_langfuse or keyless
+            built = worker.build_sinks([n for n in names if not (keyless and n == worker.LANGFUSE)], settings, store)
         except ConfigError as exc:
             report(False, "sinks", str(exc))
             return
@@ -1027,7 +1073,12 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
                 ok = path.is_file()
                 report(ok, f"source otlp-file:{path}", "readable" if ok else "does not exist")
             if plan.otlp_http:
-                report(True, "source otlp-http", f"receiver will listen on {settings.http.address}")
+                try:  # bind and let go at once: a port another process holds fails here, not at `run`
+                    worker.bind(settings.http.host, settings.http.port).close()
+                except ConfigError as exc:
+                    report(False, "source otlp-http", f"{exc} (is a sidecar already running?)")
+                else:
+                    report(True, "source otlp-http", f"receiver will listen on {settings.http.address}")
         except ConfigError as exc:
             report(False, "sources", str(exc))
         else:
@@ -1126,12 +1177,16 @@ def review() -> None:
 @review.command("list")
 @config_option
 @click.option("--all", "show_all", is_flag=True, help="Include resolved and superseded items.")
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
 @friendly_errors
-def review_list(config_path: Path | None, show_all: bool) -> None:
-    """List open review items."""
+def review_list(config_path: Path | None, show_all: bool, fmt: str) -> None:
+    """List open review items (jsonl: one item per line, with every reason)."""
     settings = _settings(config_path)
     items = _with_store(settings, lambda s: s.review_items(None if show_all else "open"))
-    out().print(review_table(items))
+    if fmt == "jsonl":
+        sys.stdout.buffer.write(b"".join(orjson.dumps(review_record(it)) + b"\n" for it in items))
+    else:
+        out().print(review_table(items))
 
 
 @review.command("show")
@@ -1142,21 +1197,36 @@ def review_show(item_id: int, config_path: Path | None) -> None:
     """Show one review item with the thread's stored results."""
     settings = _settings(config_path)
 
-    async def show(store: SqlStore) -> tuple[Any, list[Any]]:
+    async def show(store: SqlStore) -> tuple[Any, list[Any], list[Any]]:
         item = await store.review_item(item_id)
-        return item, (await store.results(item.thread_key) if item else [])
+        if item is None:
+            return None, [], []
+        return item, await store.results(item.thread_key), await store.load_traces(item.thread_key)
 
-    item, stored = _with_store(settings, show)
+    item, stored, traces = _with_store(settings, show)
     if item is None:
         _fail(f"no review item {item_id}")
-    out().print(
-        f"[bold]review item {item.id}[/bold]  thread {item.thread_key}  version {item.thread_version}  {item.status}"
+    console = out()
+    console.print(
+        f"[bold]review item {item.id}[/bold]  thread {escape(item.thread_key)}  version {item.thread_version}  "
+        f"{item.status}"
     )
     for r in item.reasons:
-        out().print(f"  - {r['metric']} on {r['target']}: score {r['score']} label {r['label']}: {r['reason']}")
-    out().print(
-        results_table([{**thread_record(item.thread_key, [s.result for s in stored]), "thread_key": item.thread_key}])
+        line = f"  - {r['metric']} on {r['target']}: score {r['score']} label {r['label']}: {r['reason']}"
+        console.print(escape(line))
+    console.print(
+        results_table(
+            [{**thread_record(item.thread_key, [s.result for s in stored]), "thread_key": item.thread_key}],
+            width=console.width,
+        )
     )
+    console.print("[bold]conversation[/bold]" + ("" if traces else " (its spans are no longer stored)"))
+    if traces:
+        from tracing_eval.assemble import thread_from_traces
+
+        thread = thread_from_traces(item.thread_key, traces, source=item.thread_key.partition(":")[0])
+        for line in conversation_lines(thread):
+            console.print(escape(line))
 
 
 @review.command("resolve")

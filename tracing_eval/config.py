@@ -337,7 +337,8 @@ class ReviewSettings(_Section):
         "thread on their own (docs/metrics.md). Their results are still written; a rule that names one routes on it.",
     )
     labels: list[str] = Field(
-        default_factory=list, description="Labels that route a thread even when the score passes, e.g. 'masked_error'."
+        default_factory=list,
+        description="Labels that route a thread even when the score passes, e.g. 'partial' (repetition at the threshold).",
     )
     include_errors: bool = Field(False, description="Also route threads where a metric ended with status error.")
     routes: list[RouteSettings] = Field(

@@ -167,16 +167,23 @@ class Pipeline:
             log.info("retention", deleted=dict(run.deleted), reclaimed_pages=run.reclaimed_pages, finished=run.finished)
         return run
 
+    def observe_memory(self) -> None:
+        """Refresh the gauges kept in memory: the sinks' failing time and the judge's concurrency cap.
+        Synchronous, so a caller that renders the exposition right after it (with no `await` between)
+        serves a failing time that agrees with the error counters of the same text."""
+        if self.telemetry is None:
+            return
+        self.telemetry.sinks_state(self.clock(), self.outbox_sinks)
+        if self.judge is not None:
+            self.telemetry.judge_concurrency_limit.set(self.judge.limiter.limit)
+
     async def observe_store(self) -> None:
-        """Refresh the telemetry gauges that are read rather than counted: the sinks' failing time and the
-        judge's concurrency cap, then outbox backlog and age and threads ready from the store. Raises
-        when the store cannot be read, after setting `tracing_eval_store_up` to 0."""
+        """Refresh the telemetry gauges read from the store: outbox backlog and age and threads ready,
+        and the store's size. Raises when the store cannot be read, after setting
+        `tracing_eval_store_up` to 0."""
         if self.telemetry is None:
             return
         now = self.clock()
-        self.telemetry.sinks_state(now, self.outbox_sinks)
-        if self.judge is not None:
-            self.telemetry.judge_concurrency_limit.set(self.judge.limiter.limit)
         try:
             outbox = await self.store.outbox_stats(now)
             ready = await self.store.threads_ready(now, self.readiness)

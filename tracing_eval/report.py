@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from statistics import fmean
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from tracing_eval.gate import ErrorCause, RunSet
-from tracing_eval.model import MetricResult, Status
+from tracing_eval.model import MetricResult, Status, Thread
 from tracing_eval.store.base import ReviewItem
 
 
@@ -89,17 +91,56 @@ def results_table(records: list[dict[str, Any]], title: str = "Thread scores", w
 
 
 def review_table(items: list[ReviewItem]) -> Table:
-    """One row per item with the failing metrics; `review show` has the reasons."""
-    table = Table(title="Review queue")
-    for col in ("id", "thread", "version"):
-        table.add_column(col, no_wrap=True)
+    """One row per item with the names of the failing metrics, compact enough for 80 columns; `review
+    show` has the reasons, `review list --format jsonl` everything."""
+    table = Table(title="Review queue", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("id", justify="right", no_wrap=True)
+    table.add_column("thread", no_wrap=True, overflow="ellipsis")  # the metrics fold first
+    table.add_column("v", justify="right", no_wrap=True)
     table.add_column("status", overflow="fold")
-    table.add_column("why", overflow="fold")
+    table.add_column("failing metrics", overflow="fold", min_width=16)
     for it in items:
-        why = "; ".join(sorted({f"{r['metric']} {r.get('label') or r.get('score')}" for r in it.reasons}))
+        why = ", ".join(sorted({str(r["metric"]) for r in it.reasons}))
         status = f"{it.status}: {it.resolution}" if it.resolution else it.status
         table.add_row(str(it.id), it.thread_key, str(it.thread_version), status, why)
     return table
+
+
+def review_record(item: ReviewItem) -> dict[str, Any]:
+    """One review item as a JSON object (`review list --format jsonl`)."""
+    return {
+        "id": item.id,
+        "thread_key": item.thread_key,
+        "thread_version": item.thread_version,
+        "status": item.status,
+        "reasons": item.reasons,
+        "created_at": item.created_at,
+        "resolved_at": item.resolved_at,
+        "resolution": item.resolution,
+    }
+
+
+def conversation_lines(thread: Thread) -> list[str]:
+    """The thread as a reviewer reads it: each turn's messages, tool calls with their outcome."""
+    lines: list[str] = []
+    for turn in thread.turns:
+        lines.append(f"[turn {turn.index}]" + (f" error: {turn.error}" if turn.error else ""))
+        for m in turn.messages:
+            if m.role == "tool":
+                continue  # shown with the call that asked for it
+            if m.content:
+                lines.append(f"  {m.role}: {m.content}")
+            for call in m.tool_calls:
+                outcome = f"error: {call.error}" if call.error else f"-> {_short(call.result)}"
+                lines.append(f"  {m.role} called {call.name}({_short(call.arguments)}) {outcome}")
+        if turn.answer_unknown is not None:
+            lines.append("  (the answer of this turn could not be read; `tracing-eval inspect` shows why)")
+    return lines
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def metrics_table(runs: RunSet, title: str = "Metrics") -> Table:

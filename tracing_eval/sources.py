@@ -8,7 +8,10 @@ from tracing_eval.store.base import Store
 
 
 class Source(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """A stable name for logs and metrics; read-only, so a source may compute it (`otlp-file:PATH`)."""
+        ...
 
     async def pull(self, store: Store, now: float) -> int:
         """Ingest whatever is new since the last pull; return the number of spans stored."""

@@ -3,7 +3,8 @@
 One `Telemetry` per worker, passed down explicitly to the receiver, the pipeline, the judge client
 and outbox delivery; nothing goes to prometheus_client's global default registry, so tests and
 several workers in one process never clash. The methods are what the parts report; the gauges read
-from the store (outbox backlog, threads ready) are set by `Pipeline.observe_store` at scrape time.
+from the store (outbox backlog, threads ready) are set by `Pipeline.observe_store` at scrape time,
+those kept in memory (a sink's failing time) by `Pipeline.observe_memory`.
 Every series is named `tracing_eval_*` and carries its unit (`_total`, `_seconds`, `_usd`).
 """
 
@@ -321,7 +322,7 @@ class Telemetry:
     def sinks_state(self, now: float, sinks: Iterable[str]) -> None:
         """Set how long each sink has been failing (kept in memory, so set even when the store is down)."""
         for sink in {*sinks, *self.sink_failing_since}:
-            self.sink_failing.labels(sink).set(now - self.sink_failing_since.get(sink, now))
+            self.sink_failing.labels(sink).set(max(0.0, now - self.sink_failing_since.get(sink, now)))
 
     def retained(self, deleted: Mapping[str, int], finished: bool) -> None:
         for table, n in deleted.items():

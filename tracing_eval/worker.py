@@ -294,12 +294,16 @@ class Worker:
             log.exception("retention run failed; the next one retries")
 
     async def scrape(self) -> bytes:
-        """`/metrics`: refresh the gauges read from the store, then the Prometheus text."""
+        """`/metrics`: refresh the gauges read from the store and those kept in memory, then the
+        Prometheus text."""
         try:
             await asyncio.wait_for(self.pipeline.observe_store(), STORE_TIMEOUT_SECONDS)
         except Exception as exc:  # the rest of the series are still worth serving
             self.telemetry.store_up.set(0)
             log.warning("metrics: cannot read the store", error=f"{type(exc).__name__}: {exc}")
+        # a delivery may fail while the store is read: set the in-memory gauges only now, with no
+        # await before the text, so the failing time never lags the error counters it is served with
+        self.pipeline.observe_memory()
         return self.telemetry.exposition()
 
     async def readiness(self) -> dict[str, Any]:

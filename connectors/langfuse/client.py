@@ -22,6 +22,7 @@ from langfuse.api.core.api_error import ApiError
 
 from connectors.langfuse.mapping import iso
 from connectors.langfuse.settings import LangfuseSettings
+from tracing_eval.config import ConfigError
 from tracing_eval.ratelimit import backoff_delay, retry_after_seconds
 
 log = structlog.get_logger(__name__)
@@ -96,7 +97,7 @@ class LangfuseClient:
     ) -> None:
         public_key, secret_key = settings.resolved_public_key(), settings.resolved_secret_key()
         if not public_key or not secret_key:
-            raise ValueError("Langfuse keys missing: set LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
+            raise ConfigError("Langfuse keys missing: set LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
         self.settings = settings
         self.base_url = settings.resolved_base_url()
         self.public_key = public_key

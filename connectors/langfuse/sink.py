@@ -78,7 +78,7 @@ class TargetLookup:
 
     async def _traces(self, thread_key: str, version: int) -> list[list[Span]]:
         if self.store is None:
-            raise PermanentSinkError("the Langfuse sink needs the store (or target_start_ns in the payload)")
+            raise PermanentSinkError("the Langfuse sink needs the store to find where a score goes")
         key = (thread_key, version)
         if key not in self._cache:
             self._cache[key] = await self.store.load_traces(thread_key)
@@ -90,13 +90,6 @@ class TargetLookup:
     async def resolve(self, payload: dict[str, Any]) -> Target:
         thread_key, target = str(payload["thread_key"]), str(payload["target"])
         session_id, lone_trace = split_key(thread_key)
-        start = payload.get("target_start_ns")
-        if isinstance(start, int) and not target.startswith("turn:"):  # the engine may carry the target
-            if target == "thread":
-                return Target(start, session_id=session_id) if session_id else Target(start, trace_id=lone_trace)
-            root = payload.get("root_span_id")
-            observation = None if is_virtual(root) else str(root)
-            return Target(start, trace_id=target.removeprefix("trace:"), observation_id=observation)
         traces = [t for t in await self._traces(thread_key, int(payload.get("thread_version") or 0)) if t]
         roots = {root.trace_id: (root, spans) for spans in traces if (root := trace_root(spans)) is not None}
         if not roots:

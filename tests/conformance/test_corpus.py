@@ -107,8 +107,8 @@ def test_the_repeating_conversation_is_flagged_and_nothing_else_goes_to_review(c
             metrics = by_key[f"otlp:{name}/{conv}"]["metrics"]
             assert metrics["repetition"]["label"] == "none", (name, conv)
             assert metrics["response_hygiene"]["passed"] is True, (name, conv)
-    queue = invoke(corpus["env"], "review", "list").stdout
-    routed = {line.split("│")[2].strip() for line in queue.splitlines() if line.startswith("│")}
+    queue = invoke(corpus["env"], "review", "list", "--format", "jsonl").stdout
+    routed = {json.loads(line)["thread_key"] for line in queue.splitlines()}
     assert routed == {f"otlp:{name}/repeat-refund" for name in NAMES}
     # no result anywhere says an answer was unreadable
     assert all("unknown_answer" not in m.get("evidence", {}) for r in corpus["results"] for m in r["metrics"].values())

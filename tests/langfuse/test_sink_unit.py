@@ -10,7 +10,9 @@ from connectors.langfuse.configs import ConfigRef, config_body, score_name
 from connectors.langfuse.review import marked_versions, review_comment, review_object
 from connectors.langfuse.settings import LangfuseSettings, parse_since
 from connectors.langfuse.sink import LangfuseSink, Target, TargetLookup, build_score, score_metadata, split_key
+from tracing_eval.assemble import thread_from_traces
 from tracing_eval.model import MetricResult, Scope, Span, score_result
+from tracing_eval.pipeline import anchor
 from tracing_eval.sinks import PermanentSinkError
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -194,13 +196,33 @@ async def test_target_lookup_finds_root_observation_and_start_times():
         await lookup.resolve(base | {"thread_version": 3, "target": "trace:t9"})
 
 
-async def test_target_from_the_payload_needs_no_store():
-    lookup = TargetLookup(None)
-    payload = {"thread_key": "langfuse:s1", "thread_version": 1, "target_start_ns": 5, "root_span_id": "o1"}
-    assert await lookup.resolve(payload | {"target": "trace:t1"}) == Target(5, trace_id="t1", observation_id="o1")
-    assert await lookup.resolve(payload | {"target": "thread"}) == Target(5, session_id="s1")
+async def test_a_payload_as_the_engine_writes_it_resolves_where_its_anchor_points():
+    """The outbox payload the store writes (result id, thread key and version, target, anchor, result)
+    resolves to the anchor's trace, root observation and start time, plus the trace's environment."""
+    traces = [trace_spans("t1", 1000), trace_spans("t2", 2000)]
+    store = TracesOnly({"langfuse:s1": traces})
+    thread = thread_from_traces("langfuse:s1", traces, source="langfuse")
+    lookup = TargetLookup(store)  # type: ignore[arg-type]
+    for turn_index, target in ((None, "thread"), (1, "trace:t2")):
+        result = score_result("m", 1.0, threshold=0.5, turn_index=turn_index)
+        payload = {
+            "result_id": "r",
+            "thread_key": "langfuse:s1",
+            "target": result.target(thread) if turn_index is not None else target,
+            "thread_version": 1,
+            "anchor": anchor(thread, turn_index),
+            "result": result.model_dump(mode="json"),
+        }
+        assert payload["target"] == target
+        resolved = await lookup.resolve(payload)
+        assert resolved.start_ns == payload["anchor"]["start_ns"] and resolved.environment == "production"
+        if turn_index is None:
+            assert (resolved.session_id, resolved.trace_id, resolved.observation_id) == ("s1", None, None)
+        else:
+            assert (resolved.trace_id, resolved.observation_id) == (payload["anchor"]["trace_id"], "t2-root")
+            assert payload["anchor"]["span_id"] == "t2-root"
     with pytest.raises(PermanentSinkError, match="needs the store"):
-        await lookup.resolve({"thread_key": "langfuse:s1", "thread_version": 1, "target": "thread"})
+        await TargetLookup(None).resolve(payload)
 
 
 async def test_review_routing_can_be_switched_off():

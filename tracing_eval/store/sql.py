@@ -7,7 +7,9 @@ a lease, and schema creation is serialised by an advisory lock, so replicas can 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -20,6 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.util import await_only
 
 from tracing_eval.identity import is_sampled, thread_key
 from tracing_eval.model import MetricResult, Span, SpanEvent
@@ -135,6 +138,40 @@ def _prunable(th: Any) -> Any:
     return or_(th.evaluated_version == th.version, th.sampled.is_(False))
 
 
+#: How aiosqlite's per-connection worker threads are named (threading names a thread after its target).
+_SQLITE_WORKER = "(_connection_worker_thread)"
+#: Bound on waiting for them after a failed open: a liveness bound, they end in microseconds.
+_SQLITE_WORKER_JOIN_SECONDS = 10.0
+#: The same after one failed connect while the store runs: a connection another task opened at that
+#: moment would also be waited for, so a short bound (the thread of the failed one ends in microseconds)
+_SQLITE_FAILED_CONNECT_JOIN_SECONDS = 1.0
+
+
+def _sqlite_connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+    """SQLAlchemy's `do_connect` for SQLite: the driver's connect, and after a failed one a wait for the
+    worker thread it started (see `_join_sqlite_workers`), so a store that vanished while the worker
+    runs leaves no thread to die once the event loop closes."""
+    before = set(threading.enumerate())
+    try:
+        return dialect.connect(*cargs, **cparams)
+    except Exception:
+        await_only(_join_sqlite_workers(before, _SQLITE_FAILED_CONNECT_JOIN_SECONDS))
+        raise
+
+
+async def _join_sqlite_workers(before: set[threading.Thread], timeout: float = _SQLITE_WORKER_JOIN_SECONDS) -> None:
+    """Wait for the aiosqlite worker threads started since `before` to end.
+
+    A connection that failed to open stops its worker thread without waiting for it; the thread then
+    reports back to the event loop. Were the loop closed first (a CLI exiting on the error, a test
+    ending), the thread would die with "Event loop is closed". Waiting here, with the loop running,
+    lets it finish cleanly. Threads of connections still open are never among them: the engine was
+    disposed before this is called."""
+    started = [t for t in set(threading.enumerate()) - before if t.name.endswith(_SQLITE_WORKER)]
+    for thread in started:
+        await asyncio.to_thread(thread.join, timeout)
+
+
 class SqlStore:
     """`Store` over one SQLAlchemy async engine."""
 
@@ -148,6 +185,7 @@ class SqlStore:
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine.sync_engine, "do_connect", _sqlite_connect)
         self._insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         self._known = history.KnownNodes()
         self._chains = history.Chains()
@@ -156,6 +194,7 @@ class SqlStore:
 
     async def open(self) -> None:
         """Create the schema if missing and check its version."""
+        threads_before = set(threading.enumerate())
         try:
             async with self.engine.begin() as conn:
                 if self.dialect == "postgresql":  # replicas starting together: one creates, the others wait
@@ -176,9 +215,11 @@ class SqlStore:
                     )
         except StoreError:
             await self.engine.dispose()  # no pooled connection outlives a failed open
+            await _join_sqlite_workers(threads_before)
             raise
         except Exception as exc:  # driver errors differ per database; say what and where
             await self.engine.dispose()
+            await _join_sqlite_workers(threads_before)
             raise StoreError(
                 f"cannot open the store at {make_url(self.url).render_as_string(hide_password=True)}: "
                 f"{exc or type(exc).__name__}"  # a connect timeout has no message of its own

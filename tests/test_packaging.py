@@ -1,0 +1,147 @@
+"""pyproject.toml declares what the code imports, and nothing it does not use.
+
+Every import in the engine and the connectors (read from the source, lazy imports included) is
+traced to the installed distribution that provides its module file; that distribution must be a
+runtime dependency. The test suite's imports must come from the runtime or the `dev` extra. A
+declared dependency nobody imports is an error too, unless it is listed below with the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import sys
+import tomllib
+from functools import cache
+from importlib.metadata import distributions
+from pathlib import Path
+
+from tests.conftest import REPO
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+OWN = {"tracing_eval", "connectors", "tests", "bench", "examples"}
+#: Declared, never imported by name: what loads them and why they are needed.
+USED_WITHOUT_IMPORT = {
+    "ruff": "the linter tests/test_style.py runs as a command",
+    "pytest-asyncio": "a pytest plugin (asyncio_mode = auto)",
+}
+
+
+def name(requirement: str) -> str:
+    """The normalized distribution name of a requirement string (PEP 503)."""
+    found = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+    assert found, requirement
+    return re.sub(r"[-_.]+", "-", found[0]).lower()
+
+
+RUNTIME = {name(r) for r in PYPROJECT["project"]["dependencies"]}
+DEV = {name(r) for r in PYPROJECT["project"]["optional-dependencies"]["dev"]}
+
+
+@cache
+def owners() -> dict[Path, set[str]]:
+    """Installed file, and every folder above it, -> the distributions that installed files there."""
+    out: dict[Path, set[str]] = {}
+    for dist in distributions():
+        for f in dist.files or ():
+            path = Path(str(dist.locate_file(f))).resolve()
+            for place in (path, *path.parents[:3]):
+                out.setdefault(place, set()).add(name(dist.metadata["Name"]))
+    return out
+
+
+#: Code that runs in a virtualenv of its own, with its own requirements: the conformance apps (their
+#: frameworks) and the judge benchmark's peer clients and server (bench/judge.py builds their venvs).
+OWN_VENV = tuple(
+    REPO / p
+    for p in (
+        "tests/conformance/apps",
+        "bench/judge_deepeval.py",
+        "bench/judge_eval_lib.py",
+        "bench/judge_server.py",
+    )
+)
+
+
+def python_files(*folders: str) -> list[Path]:
+    """The .py files under `folders` (relative to the repository), those of OWN_VENV left out."""
+    return [
+        p
+        for f in folders
+        for p in sorted((REPO / f).rglob("*.py"))
+        if not any(p == other or p.is_relative_to(other) for other in OWN_VENV)
+    ]
+
+
+def imported_modules(files: list[Path]) -> dict[str, Path]:
+    """Absolute third-party module names imported in `files` -> one file importing it."""
+    found: dict[str, Path] = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                # `from opentelemetry import trace` imports the module opentelemetry.trace
+                modules = [_submodule(node.module, a.name) for a in node.names]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                local = (path.parent / f"{top}.py").exists()  # a script's sibling module (bench/)
+                if top not in sys.stdlib_module_names and top not in OWN and top != "__future__" and not local:
+                    found.setdefault(module, path)
+    return found
+
+
+def _submodule(package: str, attribute: str) -> str:
+    """`package.attribute` when that is a module of its own, else `package`."""
+    if package.split(".")[0] in sys.stdlib_module_names or package.split(".")[0] in OWN:
+        return package
+    try:
+        return f"{package}.{attribute}" if importlib.util.find_spec(f"{package}.{attribute}") else package
+    except ImportError:  # `package` is a module, not a package
+        return package
+
+
+def distribution_of(module: str) -> str:
+    """The distribution that installed `module` (a namespace package: the one owning its folder)."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None, f"{module} is imported but not installed"
+    if spec.origin not in (None, "namespace"):
+        path = Path(spec.origin).resolve()
+    else:
+        path = Path(next(iter(spec.submodule_search_locations or []))).resolve()
+    found = owners().get(path, set())
+    assert len(found) == 1, f"{module} ({path}): installed by {sorted(found) or 'no distribution'}"
+    return next(iter(found))
+
+
+def undeclared(files: list[Path], allowed: set[str]) -> dict[str, str]:
+    """`module (imported in file)` -> its distribution, for those not in `allowed`."""
+    return {
+        f"{module} (imported in {path.relative_to(REPO)})": dist
+        for module, path in imported_modules(files).items()
+        if (dist := distribution_of(module)) not in allowed
+    }
+
+
+def test_the_engine_and_connectors_import_only_declared_runtime_dependencies() -> None:
+    files = python_files("tracing_eval", "connectors")
+    assert len(files) > 50
+    assert not undeclared(files, RUNTIME)
+
+
+def test_the_tests_and_benchmarks_import_only_runtime_or_dev_dependencies() -> None:
+    files = python_files("tests", "bench")
+    assert len(files) > 50
+    assert not undeclared(files, RUNTIME | DEV)
+
+
+def test_every_declared_dependency_is_used() -> None:
+    files = python_files("tracing_eval", "connectors", "tests", "bench", "examples")
+    imported = {distribution_of(m) for m in imported_modules(files)}
+    unused = (RUNTIME | DEV) - imported - set(USED_WITHOUT_IMPORT)
+    assert not unused, f"declared in pyproject.toml, imported nowhere: {sorted(unused)}"
+    assert set(USED_WITHOUT_IMPORT) <= RUNTIME | DEV, "a reason kept for a dependency no longer declared"
+    assert not set(USED_WITHOUT_IMPORT) & imported, "imported after all: drop it from USED_WITHOUT_IMPORT"
