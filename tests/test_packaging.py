@@ -25,6 +25,9 @@ OWN = {"tracing_eval", "connectors", "tests", "bench", "examples"}
 USED_WITHOUT_IMPORT = {
     "ruff": "the linter tests/test_style.py runs as a command",
     "pytest-asyncio": "a pytest plugin (asyncio_mode = auto)",
+    "mypy": "the type checker tests/test_types.py runs as a command",
+    "types-protobuf": "type stubs mypy reads for protobuf (google.protobuf)",
+    "types-grpcio": "type stubs mypy reads for grpcio",
 }
 
 

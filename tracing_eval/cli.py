@@ -1156,7 +1156,7 @@ def inspect_cmd(trace_id: str | None, thread_key: str | None, fmt: str, config_p
     settings = _settings(config_path)
 
     async def load(store: SqlStore) -> tuple[str | None, list[Any]]:
-        key = thread_key or await store.thread_of_trace(trace_id.strip().lower())
+        key = thread_key or await store.thread_of_trace((trace_id or "").strip().lower())
         return key, (await store.load_traces(key) if key else [])
 
     key, traces = _with_store(settings, load)

@@ -137,6 +137,7 @@ class OtlpReceiver:
         )
 
     async def _handle(self, request: Request, signal: str) -> Response:
+        bad_type: str | None
         try:
             mt = media_type(request.headers.get("content-type"))
         except OtlpDecodeError as exc:

@@ -19,7 +19,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,7 +47,7 @@ class OtlpExportError(Exception):
     """The OTLP endpoint did not take the event; the outbox retries."""
 
 
-def resolve_endpoint(configured: str | None, env: dict[str, str] | None = None) -> str:
+def resolve_endpoint(configured: str | None, env: Mapping[str, str] | None = None) -> str:
     """The logs URL: config, else `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` (as is), else
     `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/logs`. A configured URL without a path gets `/v1/logs`."""
     env = os.environ if env is None else env
