@@ -24,6 +24,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
+from tracing_eval.extras import missing_extra_message
 from tracing_eval.identity import is_sampled, thread_key
 from tracing_eval.model import MetricResult, Span, SpanEvent
 from tracing_eval.store import history
@@ -181,7 +182,8 @@ class SqlStore:
         try:
             self.engine = engine or create_async_engine(url, **_engine_options(url))
         except Exception as exc:  # a malformed URL or a missing driver: say which, without the password
-            raise StoreError(f"store.url is not usable: {_safe_error(url, exc)}") from None
+            extra = missing_extra_message(exc) if isinstance(exc, ModuleNotFoundError) else None
+            raise StoreError(f"store.url is not usable: {extra or _safe_error(url, exc)}") from None
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
