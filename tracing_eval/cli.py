@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 import orjson
@@ -77,7 +77,7 @@ def friendly_errors(fn: F) -> F:
         except ModuleNotFoundError as exc:
             _fail(_missing_extra(exc))
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)
 
 
 def config_option(fn: F) -> F:
