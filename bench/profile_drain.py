@@ -73,6 +73,7 @@ async def run(args: argparse.Namespace) -> None:
     from tracing_eval.ingest import make_batch
     from tracing_eval.metrics.catalogue import build_metrics
     from tracing_eval.store.sql import SqlStore
+    from tracing_eval.worker import tune_gc
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     wl = workload.build(args.conversations, args.turns)
@@ -103,6 +104,7 @@ async def run(args: argparse.Namespace) -> None:
         p = pipeline.Pipeline(
             store=store, settings=settings, metrics=build_metrics(settings), owner="profile", sinks=sinks
         )
+        tune_gc()  # as `tracing-eval run` does
         profiler = cProfile.Profile() if args.cprofile else None
         wall, cpu = time.perf_counter(), time.process_time()
         if profiler is not None:

@@ -443,3 +443,19 @@ async def test_otel_headers_and_gzip_from_the_environment(
     assert c.headers[-1]["authorization"] == "Bearer cfg"  # the configured header wins
     assert c.headers[-1]["content-encoding"] == "gzip"
     assert [e.attributes["gen_ai.evaluation.name"] for e in c.events] == ["x"]
+
+
+async def test_results_go_out_batch_size_per_request(
+    collector: tuple[Collector, str], no_otel_env: None, settings: Settings, store: SqlStore
+) -> None:
+    c, url = collector
+    settings.sinks.batch_size = 7
+    sink = sink_for(url)
+    source = OtlpFileSource(EXAMPLES / "otel-genai.otlp.jsonl", complete=True)
+    pipeline = Pipeline(store, settings, build_metrics(settings), "test", sources=[source], sinks=[sink])
+    await pipeline.tick(settle_all=True)
+    await sink.close()
+    results = len(await store.results())
+    assert results > 14 and await store.outbox_backlog() == 0
+    assert len(c.events) == results
+    assert c.attempts == -(-results // 7)  # full requests of 7, the last one shorter
