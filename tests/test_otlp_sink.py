@@ -459,3 +459,19 @@ async def test_results_go_out_batch_size_per_request(
     assert results > 14 and await store.outbox_backlog() == 0
     assert len(c.events) == results
     assert c.attempts == -(-results // 7)  # full requests of 7, the last one shorter
+
+
+def test_a_ca_file_from_the_environment_verifies_the_endpoint(no_otel_env: None) -> None:
+    import ssl
+
+    import certifi
+
+    from connectors.otlp.sink import tls_verify
+
+    assert tls_verify({}) is True
+    ctx = tls_verify({"OTEL_EXPORTER_OTLP_CERTIFICATE": certifi.where()})
+    assert isinstance(ctx, ssl.SSLContext) and ctx.cert_store_stats()["x509_ca"] > 0
+    with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE"):
+        tls_verify(
+            {"OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE": "/nonexistent/ca.pem", "OTEL_EXPORTER_OTLP_CERTIFICATE": "x"}
+        )

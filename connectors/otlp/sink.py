@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import ssl
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,6 +44,8 @@ LOGS_HEADERS_ENV = "OTEL_EXPORTER_OTLP_LOGS_HEADERS"
 COMPRESSION_ENV = "OTEL_EXPORTER_OTLP_COMPRESSION"
 LOGS_COMPRESSION_ENV = "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION"
 SDK_DISABLED_ENV = "OTEL_SDK_DISABLED"
+CERTIFICATE_ENV = "OTEL_EXPORTER_OTLP_CERTIFICATE"
+LOGS_CERTIFICATE_ENV = "OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE"
 LOGS_PATH = "/v1/logs"
 OTHER_ERROR = "_OTHER"
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
@@ -186,6 +189,20 @@ def _gzip(env: dict[str, str] | None = None) -> bool:
     return value.strip().lower() == "gzip"
 
 
+def tls_verify(env: dict[str, str] | None = None) -> ssl.SSLContext | bool:
+    """Server verification: the CA file of `OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE` (else
+    `OTEL_EXPORTER_OTLP_CERTIFICATE`) when set, else the default trust store."""
+    env = os.environ if env is None else env
+    for name in (LOGS_CERTIFICATE_ENV, CERTIFICATE_ENV):
+        path = env.get(name, "").strip()
+        if path:
+            try:
+                return ssl.create_default_context(cafile=path)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"sink 'otlp': {name}={path!r} is not a readable CA file ({exc})") from exc
+    return True
+
+
 class OtlpEvaluationSink:
     """`Sink` named `otlp`: delivers `result` payloads as evaluation events (review items are ignored)."""
 
@@ -202,7 +219,7 @@ class OtlpEvaluationSink:
         headers = _headers(settings.headers)
         if self._gzip:
             headers["content-encoding"] = "gzip"
-        self._client = httpx.AsyncClient(headers=headers, timeout=settings.timeout_seconds)
+        self._client = httpx.AsyncClient(headers=headers, timeout=settings.timeout_seconds, verify=tls_verify())
 
     def encode(self, items: list[tuple[str, dict[str, Any]]], now_ns: int) -> bytes:
         """The export request for the `result` payloads among `items`, serialised (empty when none)."""
