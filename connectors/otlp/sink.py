@@ -211,7 +211,7 @@ class OtlpEvaluationSink:
 
     def __init__(self, settings: OtlpSinkSettings) -> None:
         if os.environ.get(SDK_DISABLED_ENV, "").strip().lower() == "true":
-            raise ConfigError(f"sink 'otlp' cannot emit: the OpenTelemetry SDK is disabled ({SDK_DISABLED_ENV})")
+            raise ConfigError("sink 'otlp' cannot emit: the OpenTelemetry SDK is disabled (OTEL_SDK_DISABLED)")
         self.endpoint = resolve_endpoint(settings.endpoint)
         self._resource = _resource(settings.service_name)
         self._scope = InstrumentationScope(name=SCOPE)
