@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 PYTHON ?= python3
 EXAMPLES := examples/otel-genai.otlp.jsonl examples/openinference.otlp.jsonl
 
-.PHONY: demo test install install-dev bench examples docs conformance
+.PHONY: demo test install install-dev bench calibrate examples docs conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,3 +40,7 @@ conformance: install-dev
 bench: install-dev
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/deterministic.py
+
+## Agreement of every deterministic signal with the human labels of ../shared/datasets (docs/metrics.md).
+calibrate: install-dev
+	$(BIN)/python bench/calibration.py

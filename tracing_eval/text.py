@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import orjson
 
@@ -27,3 +28,104 @@ def looks_like_tool_error(result: object) -> bool:
         if isinstance(parsed, dict):
             return looks_like_tool_error(parsed)
     return bool(_ERROR_PREFIX.match(text)) or (len(text) < 200 and bool(_ERROR_WORDS.search(text)))
+
+
+#: Unicode script names (first word of the character name) folded together for script detection.
+_SCRIPT_FOLD = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "HANGUL", "FULLWIDTH": "LATIN"}
+
+
+def script_of(text: str, *, min_letters: int = 12, share: float = 0.6) -> str | None:
+    """The dominant Unicode script of the letters in `text` (`LATIN`, `CJK`, `CYRILLIC`, ...).
+
+    None when there are fewer than `min_letters` letters or no script has `share` of them.
+    """
+    if text.isascii():
+        return "LATIN" if sum(ch.isalpha() for ch in text) >= min_letters else None
+    counts: dict[str, int] = {}
+    for ch in text:
+        if ch.isalpha():
+            name = unicodedata.name(ch, "")
+            script = name.split(" ", 1)[0] if name else "UNKNOWN"
+            script = _SCRIPT_FOLD.get(script, script)
+            counts[script] = counts.get(script, 0) + 1
+    total = sum(counts.values())
+    if total < min_letters:
+        return None
+    script, n = max(counts.items(), key=lambda kv: kv[1])
+    return script if n / total >= share else None
+
+
+# --- Script-independent sentences and word units -------------------------------------------------
+
+#: Scripts written without spaces between words: Han, Hiragana, Katakana, Thai, Lao, Myanmar, Khmer.
+_SPACELESS = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_RUN = re.compile(rf"[{_SPACELESS}]+|[^\W_{_SPACELESS}]+")
+_SPACELESS_RUN = re.compile(rf"[{_SPACELESS}]")
+_WORD = re.compile(r"[^\W_]+")
+_APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
+#: Sentence ends: Latin-style punctuation before a space, full-width CJK/Devanagari/Arabic ends, line breaks.
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？；｡।؟])\s*|\n+")
+
+
+def sentences(text: str) -> list[str]:
+    """Split text into sentences in any script: `. ! ? …` before a space, `。！？；` and the
+    Devanagari/Arabic ends with or without a space, and line breaks."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def word_units(text: str) -> list[str]:
+    """Lower-cased word units of any script (NFKC, apostrophes dropped: `don't` -> `dont`).
+
+    Space-separated scripts give their words; runs of a script written without spaces (Chinese,
+    Japanese, Thai, ...) give overlapping character pairs (`订单已发货` -> `订单 单已 已发 发货`), a
+    dictionary-free stand-in for words that makes two sentences in those scripts comparable.
+    """
+    folded = unicodedata.normalize("NFKC", text).lower()
+    if "'" in folded or "\u2019" in folded:
+        folded = _APOSTROPHE.sub("", folded)
+    if folded.isascii() or not _SPACELESS_RUN.search(folded):
+        return _WORD.findall(folded)
+    out: list[str] = []
+    for run in _RUN.findall(folded):
+        if _SPACELESS_RUN.match(run):
+            out.extend(run[k : k + 2] for k in range(max(1, len(run) - 1)))
+        else:
+            out.append(run)
+    return out
+
+
+_ENDS = frozenset(".!?…。！？；｡।؟\n")
+_PIECE = re.compile(rf"[^\W_{_SPACELESS}]+|[{_SPACELESS}]+|[.!?…]+(?=\s|$|[{_SPACELESS}])|[。！？；｡।؟\n]")
+_ASCII_PIECE = re.compile(r"[a-z0-9]+|[.!?]+(?=\s|$)|\n")
+
+
+def sentence_words(text: str) -> list[list[str]]:
+    """The word units of each sentence, in one pass over the text: the same sentence ends as
+    `sentences` and the same units as `word_units`; sentences without words are left out."""
+    folded = unicodedata.normalize("NFKC", text).lower()
+    if "'" in folded or "\u2019" in folded:
+        folded = _APOSTROPHE.sub("", folded)
+    out: list[list[str]] = []
+    words: list[str] = []
+    if folded.isascii():
+        for piece in _ASCII_PIECE.findall(folded):
+            if piece[0] in _ENDS:
+                if words:
+                    out.append(words)
+                    words = []
+            else:
+                words.append(piece)
+    else:
+        for piece in _PIECE.findall(folded):
+            first = piece[0]
+            if first in _ENDS:
+                if words:
+                    out.append(words)
+                    words = []
+            elif first >= "\u0e00" and _SPACELESS_RUN.match(first):
+                words.extend(piece[k : k + 2] for k in range(max(1, len(piece) - 1)))
+            else:
+                words.append(piece)
+    if words:
+        out.append(words)
+    return out

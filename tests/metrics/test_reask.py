@@ -257,3 +257,75 @@ def test_value_inside_a_longer_code_and_an_unrelated_not_found_do_not_excuse_a_r
     [thread_result] = [r for r in Reask().evaluate(thread) if r.turn_index is None]
     assert thread_result.passed is False
     assert thread_result.evidence["reasked_messages"] == [6]
+
+
+# --- other languages (found by hand: a Spanish re-ask scored `none`) ---
+
+SPANISH_REASK = chat(
+    "Hola, mi pedido 48213 no ha llegado todavía.",
+    "Lamento escuchar eso. ¿Podría indicarme su número de pedido?",
+    "Es el 48213.",
+    "Gracias. Su paquete está en tránsito.",
+    "¿Cuándo llegará?",
+    "Déjeme revisar. ¿Cuál es su número de pedido?",
+)
+
+
+def test_spanish_reask_is_found() -> None:
+    result = thread_result(SPANISH_REASK)
+    assert (result.label, result.passed) == ("reask", False)
+    assert result.evidence["reasked_messages"] == [1, 5]
+    assert [r["slot"] for r in result.evidence["reasks"]] == ["order_number", "order_number"]
+    assert result.evidence["reasks"][1]["given_at"] == 2  # the bare "Es el 48213." answered the first ask
+
+
+def test_spanish_reask_of_a_reservation_code_and_an_email() -> None:
+    thread = chat(
+        "Quiero cambiar mi vuelo. Mi código de reserva es ZFA04Y y mi correo es ana@ejemplo.com.",
+        "Claro. Por favor, indíqueme su código de reserva.",
+        "ZFA04Y",
+        "¿Me puede dar su correo electrónico?",
+    )
+    result = thread_result(thread)
+    assert result.evidence["reasked_messages"] == [1, 3]
+    assert {r["slot"]: r["value"] for r in result.evidence["reasks"]} == {
+        "reservation_id": "ZFA04Y",
+        "email": "ana@ejemplo.com",
+    }
+
+
+def test_spanish_confirmation_and_not_found_pass() -> None:
+    thread = chat(
+        "Hola, mi pedido 48213 no ha llegado.",
+        "Para confirmar, ¿su número de pedido es 48213?",
+        "Sí.",
+        "No se encontró ese pedido. ¿Podría indicarme su número de pedido otra vez?",
+    )
+    result = thread_result(thread)
+    assert (result.label, result.passed) == ("none", True)
+    kinds = [a.kind for a in find_asks(thread)]
+    assert kinds == ["confirmation", "justified"]
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ("Bonjour, ma commande 48213 n'est pas arrivée.", "Désolé. Pourriez-vous me donner votre numéro de commande ?"),
+        (
+            "Hallo, meine Bestellnummer ist 48213 und sie ist nicht angekommen.",
+            "Das tut mir leid. Wie lautet Ihre Bestellnummer?",
+        ),
+        ("Olá, meu pedido 48213 não chegou.", "Sinto muito. Poderia me informar o número do pedido?"),
+        ("Ciao, il mio ordine 48213 non è arrivato.", "Mi dispiace. Potrebbe indicarmi il numero dell'ordine?"),
+    ],
+)
+def test_reask_in_french_german_portuguese_italian(texts: tuple[str, str]) -> None:
+    result = thread_result(chat(*texts))
+    assert (result.label, result.evidence["reasked_messages"]) == ("reask", [1])
+
+
+def test_replies_in_an_uncovered_language_are_not_applicable() -> None:
+    thread = chat("我的订单号是48213，还没有到。", "很抱歉。请提供您的订单号。")
+    [result] = Reask().evaluate(thread)
+    assert result.status == Status.NOT_APPLICABLE
+    assert "cjk script" in result.reason and "covered: en, es, fr, de, pt, it" in result.reason

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tracing_eval.metrics.deterministic.repetition import WEIGHTS, Repetition, find_repeats
+from tracing_eval.metrics.deterministic.repetition import WEIGHTS, Context, Repetition, analyse
 from tracing_eval.metrics.deterministic.views import replies
 from tracing_eval.model import Status, Thread
 from tracing_eval.transcripts import thread_from_messages
@@ -148,9 +148,7 @@ def test_repeats_outside_the_window_are_ignored() -> None:
         texts += [f"Question number {k} about something else entirely {k}", reply]
     thread = chat(*texts)
     assert run(thread).label == "none"  # the window is 6 replies: reply 8 does not see reply 0
-    items = replies(thread)
-    user_text = {t.index: t.user_text for t in thread.turns}
-    [wide] = find_repeats(items, user_text, window=10)[0]
+    [wide] = analyse(replies(thread), Context.of(thread), window=10).repeats
     assert (wide.first.turn, wide.repeat.turn, wide.similarity) == (0, 8, 1.0)
 
 
@@ -206,15 +204,147 @@ def test_single_long_reply_is_not_applicable() -> None:
 def test_same_template_about_a_different_reservation_is_not_a_repeat() -> None:
     template = "The reservation {} is in basic economy, which cannot be modified to change flights or cabin class."
     thread = chat(
-        "Can you upgrade all my reservations?",
+        "Can you upgrade my reservation NM1VX1?",
         template.format("NM1VX1"),
-        "What about the next one?",
+        "What about KC18K6?",
         template.format("KC18K6"),
-        "And the last one?",
+        "And the last one, H8Q05L?",
         template.format("H8Q05L"),
     )
     result = run(thread)
     assert result.label == "none"
-    assert result.evidence["max_similarity"] >= 0.8  # lexically close, but each reply is about another booking
+    assert [p["kind"] for p in result.evidence["neutral_pairs"]] == ["new_details", "new_details"]
     same = chat("Upgrade NM1VX1?", template.format("NM1VX1"), "Please try again", template.format("NM1VX1"))
     assert run(same).label == "mostly"
+
+
+# --- cases found by hand (issue 11) -------------------------------------------------------------
+
+
+def test_a_question_asked_three_times_and_answered_verbatim_three_times_is_a_repeat() -> None:
+    question = "How do I export my data?"
+    answer = "Open Settings, choose Privacy, then click Export data and wait for the email with the archive."
+    result = run(chat(question, answer, question, answer, question, answer))
+    assert result.label == "mostly"  # the second answer is a fair re-answer; the third is the bot going round
+    assert result.evidence["repeated_messages"] == [5]
+    assert [p["kind"] for p in result.evidence["neutral_pairs"]] == ["same_question"]
+    assert result.evidence["pairs"][0]["earlier_positions"] == [3]
+
+
+def test_a_verbatim_loop_whose_reference_number_changes_is_a_loop() -> None:
+    reply = "I'm sorry for the trouble. I have logged ticket {} and a technician will call you within 24 hours."
+    result = run(
+        chat(
+            "My internet has been down since Monday.",
+            reply.format("48213"),
+            "It's been two days and nobody called.",
+            reply.format("48391"),
+            "This is ridiculous, I work from home.",
+            reply.format("48555"),
+        )
+    )
+    assert (result.label, result.score) == ("fully", 0.0)
+    assert result.evidence["repeated_messages"] == [3, 5]
+    assert {p["kind"] for p in result.evidence["pairs"]} == {"near_verbatim"}
+
+
+def test_one_repeating_sentence_of_a_longer_reply_is_found() -> None:
+    stall = "Our billing team will review the charge and contact you by email within three working days."
+    result = run(
+        chat(
+            "I was charged twice for my order.",
+            f"I'm sorry about the double charge. {stall}",
+            "Can you tell me why it happened?",
+            f"Duplicate charges usually come from a payment retried after a timeout. {stall}",
+            "Fine, thanks.",
+            "You're welcome, have a good day and enjoy your purchase.",
+        )
+    )
+    assert result.label == "minor"
+    [pair] = result.evidence["pairs"]
+    assert (pair["first_position"], pair["repeat_position"], pair["kind"]) == (1, 3, "sentence")
+    assert result.evidence["repeated_messages"] == [3]
+
+
+def test_a_chinese_verbatim_loop_is_found() -> None:
+    reply = "很抱歉，我无法处理您的退款请求。请联系人工客服。"
+    result = run(chat("我要退款。", reply, "为什么不行？", reply, "请帮帮我！", reply))
+    assert result.status == Status.OK
+    assert (result.label, result.score) == ("fully", 0.0)
+    assert result.evidence["repeated_messages"] == [3, 5]
+    assert result.evidence["language_covered"] is False  # no stop-words or stemming for Chinese
+
+
+def test_japanese_sentences_without_spaces_are_compared() -> None:
+    result = run(
+        chat(
+            "注文はどこですか？",
+            "ご注文は現在配送センターで処理中です。もう少々お待ちください。",
+            "まだ届きません。",
+            "申し訳ございません。ご注文は現在配送センターで処理中です。",
+        )
+    )
+    assert result.label == "minor"  # one sentence comes back; the apology is new
+    [pair] = result.evidence["pairs"]
+    assert (pair["first_position"], pair["repeat_position"], pair["kind"]) == (1, 3, "sentence")
+
+
+def test_one_confirmation_template_for_two_different_requests_is_not_a_repeat() -> None:
+    result = run(
+        chat(
+            "Please book a table for 2 at Luigi's at 7pm.",
+            "Done! I've booked a table for 2 at Luigi's at 7pm. Your confirmation number is 5512.",
+            "Great, now book Sakura for 4 at 8pm tomorrow.",
+            "Done! I've booked a table for 4 at Sakura at 8pm. Your confirmation number is 5513.",
+        )
+    )
+    assert (result.label, result.evidence["repeated_messages"]) == ("none", [])
+    [pair] = result.evidence["neutral_pairs"]
+    assert pair["kind"] == "new_details"
+
+
+def test_a_restatement_the_user_asked_for_is_not_a_repeat() -> None:
+    steps = "First unplug the router, wait thirty seconds, plug it back in and wait for the green light."
+    result = run(
+        chat(
+            "How do I reset my router?",
+            steps,
+            "Sorry, I missed that. Can you repeat the steps?",
+            steps,
+        )
+    )
+    assert (result.label, result.evidence["repeated_messages"]) == ("none", [])
+    assert [p["kind"] for p in result.evidence["neutral_pairs"]] == ["requested"]
+
+
+def test_user_turns_that_repeat_are_listed() -> None:
+    result = run(chat("Where is my parcel?", TRIED, "Where is my parcel?", REINSTALL, "Hello??", CLEAR))
+    assert result.evidence["user_repeats"] == [1]
+
+
+def test_a_long_thread_is_compared_within_a_window() -> None:
+    texts: list[str] = []
+    for k in range(200):
+        texts += [f"Tell me fact number {k}.", f"Fact {k}: the {k}th item in the catalogue weighs {k} grams."]
+    result = run(chat(*texts))
+    assert (result.status, result.label) == (Status.OK, "none")
+    assert result.evidence["replies_compared"] == 200
+    # the same template each time, about the fact the user asked for: 199 neutral pairs, no repeat
+    assert len(result.evidence["neutral_pairs"]) == 199
+
+
+def test_courtesy_formulas_are_not_repeats() -> None:
+    closing = "If there's anything else you need, feel free to let me know!"
+    result = run(
+        chat(
+            "Cancel my booking ZFA04Y.",
+            f"Your booking ZFA04Y is cancelled and the refund goes to your card. {closing}",
+            "And can I get a receipt?",
+            f"I've emailed the receipt for the cancellation to your address on file. {closing}",
+            "Thanks!",
+            "You're welcome! If you have any other questions, feel free to let me know. Have a great day!",
+            "Thanks again!",
+            "You're welcome! If you have any other questions, feel free to let me know. Have a great day!",
+        )
+    )
+    assert (result.label, result.evidence["repeated_messages"]) == ("none", [])

@@ -29,3 +29,282 @@ LANGUAGE_WORDS: dict[str, frozenset[str]] = {
     "pt": frozenset("o os que é não uma para com você está obrigado muito mas por isso".split()),
     "it": frozenset("il che è non una per con sono della anche grazie molto questo perché ciao".split()),
 }
+
+#: Languages whose refusals `refusal_loop` can read (see `REFUSAL_CUES`).
+REFUSAL_LANGUAGES: tuple[str, ...] = ("en", "es", "fr", "de", "pt", "it")
+
+#: Verbs of doing or giving what was asked, per language: a refusal negates one of them
+#: ("I can't *help*", "no puedo *ayudar*"). Idioms ("can't wait", "can't thank you enough") are
+#: refused by construction: their verbs are not here. Spanish, Portuguese and Italian stems allow
+#: enclitic pronouns ("ayudarte", "ajudá-lo", "aiutarti").
+_EN_VERBS = (
+    r"help|assist|provide|give|share|offer|fulfil+|comply|answer|respond|support|condone|endorse|promote"
+    r"|encourage|suggest|recommend|advise|create|write|generate|produce|draft|compose|engage|participate"
+    r"|discuss|explain|describe|detail|outline|tell|reveal|disclose|divulge|facilitate|do|complete|process"
+    r"|continue|proceed|accommodate|grant|perform|carry out|change|modify|cancel|book|issue|refund"
+    r"|approve|authori[sz]e|override|waive|make|allow|permit|access|look up|retrieve|obtain|speculate"
+    r"|glorify|justify|satisfy|entertain|accept"
+)
+_ES_VERBS = (
+    r"ayud|asist|proporcion|d[aá]r|facilit|compart|ofrec|hac|proces|realiz|cumpl|respond|contest|cancel"
+    r"|cambi|modific|reembols|devolv|emit|aprob|gestion|continu|proced|apoy|fomentar|promov|explic|describ"
+    r"|cre|escrib|gener|autoriz|revel|acced|tramit|atend|complac"
+)
+_FR_VERBS = (
+    r"aid|assist|fourni|donn|partag|propos|offri|fair|trait|effectu|répond|annul|modifi|chang|rembours"
+    r"|émett|approuv|continu|procéd|expliqu|décri|cré|écri|génér|encourag|soutenir|promouvoir"
+    r"|accéd|révél|communiqu|accéder|accord|autoris|satisfai"
+)
+_DE_VERBS = (
+    r"helfen|unterstützen|tun|machen|geben|bereitstellen|liefern|teilen|anbieten|bearbeiten|durchführen"
+    r"|beantworten|antworten|stornieren|ändern|erstatten|zurückerstatten|ausstellen|genehmigen|fortfahren"
+    r"|erklären|beschreiben|erstellen|schreiben|erfüllen|nachkommen|weitergeben|herausgeben|gewähren"
+    r"|ermöglichen|vornehmen|abwickeln|umbuchen|buchen|zustimmen|befürworten|fördern|verraten|mitteilen"
+)
+_PT_VERBS = (
+    r"ajud|assist|fornec|d[aá]r|facilit|compartilh|partilh|ofere|faz|fazer|process|realiz|cumpr|respond"
+    r"|cancel|alter|mud|modific|reembols|devolv|emit|aprov|continu|proced|apoi|incentiv|promov|explic"
+    r"|descrev|cri|escrev|ger|autoriz|revel|acess|atend"
+)
+_IT_VERBS = (
+    r"aiut|assist|fornir|d[aà]r|facilit|condivid|offri|far|fare|elabor|eseguir|realizz|soddisf|rispond"
+    r"|annull|cambi|modific|rimbors|emett|approv|continu|proced|support|sosten|incoraggi|promuov|spieg"
+    r"|descriv|cre|scriv|gener|autorizz|rivel|acced|gestir"
+)
+
+#: Refusal cues per language (regex sources, matched case-insensitively on the opening sentences of
+#: a reply after apostrophes are folded to '). Two kinds: a speaker who cannot or will not do what
+#: was asked, and an objection to the request itself ("it's not appropriate to ...").
+REFUSAL_CUES: dict[str, tuple[str, ...]] = {
+    "en": (
+        # I can't / won't / am unable to / am not able|allowed|going to / must decline ... <verb>
+        r"\bi(?:'m|\s+am)?(?:\s+(?:afraid|sorry)(?:\s+that)?,?\s+i(?:'m|\s+am)?)?\s+"
+        r"(?:can ?not|can't|won't|will not|shall not|must not|(?:not |un)able to|not going to"
+        r"|not (?:allowed|permitted|authori[sz]ed) to|do not|don't|won't be able to|will not be able to"
+        r"|(?:can ?not|can't) and (?:will not|won't))"
+        r"(?:\s+(?:really|actually|currently|personally|directly|simply|just|legally|ethically|responsibly"
+        r"|possibly|in good conscience|be able to|help you|assist you|further|fully|therefore|unfortunately"
+        r"|,\s*unfortunately,?|offer or|provide or|and will not|and won't))*"
+        rf"\s+(?:{_EN_VERBS})\b",
+        r"\bi(?:'m| am)\s+(?:just\s+)?an?\s+(?:ai|artificial intelligence|(?:ai\s+)?(?:language\s+)?model|assistant)"
+        r"\b[^.!?\n]{0,40}?\b(?:and|so|,)\s+(?:i\s+)?(?:do not|don't|cannot|can't|won't|will not|am not able to)"
+        rf"\s+(?:\w+\s+)?(?:{_EN_VERBS}|have the (?:ability|capability|capacity))\b",
+        r"\bi(?:'m| am)\s+(?:not\s+(?:comfortable|willing|in a position)|unwilling)\b"
+        r"|\bi\s+(?:do not|don't)\s+feel\s+comfortable\b",
+        r"\bi\s+(?:do not|don't)\s+have\s+(?:the\s+)?(?:ability|capability|capacity|authority|permission)\s+to\b",
+        r"\bi\s+(?:must|have to|will|need to|would have to|'ll have to|'d have to)\s+(?:respectfully\s+|politely\s+)?"
+        r"(?:decline|refuse|refrain)\b",
+        r"\b(?:i\s+)?(?:respectfully|must)\s+decline\b",
+        r"\b(?:i'm|i am)\s+(?:sorry|afraid),?\s+(?:but\s+)?(?:that|this)\s+(?:is|isn't|is not)\s+"
+        r"(?:not\s+)?(?:something|a request|possible|allowed|permitted)",
+        r"\b(?:that|this|it)(?:'s| is|\s+isn't)\s+(?:not\s+)?something\s+(?:i|we)(?:'m|\s+am|'re|\s+are)?\s+"
+        r"(?:can|could|able to|will|comfortable|willing|allowed|permitted)\b",
+        r"\b(?:it(?:'s| is)|that(?:'s| is))\s+not\s+possible\s+for\s+me\s+to\b|\bi\s+refuse\s+to\b"
+        rf"|\bi(?:'d| would)\s+(?:rather|prefer)\s+not\s+(?:to\s+)?(?:{_EN_VERBS})\b",
+        r"\bi(?:\s+won't|\s+will\s+not|'m\s+not|\s+am\s+not)\s+be\s+(?:able\s+to\s+)?(?:providing|helping|assisting"
+        r"|sharing|giving|writing|creating|doing|engaging|making)\b",
+        r"\bagainst\s+(?:my|our|the|company|openai'?s?)\s+(?:\w+\s+)?(?:programming|guidelines|principles"
+        r"|policy|policies|rules|terms|values|ethics)\b",
+        # objections: "it's not appropriate/ethical/safe ... to", "I don't think it's appropriate"
+        r"\b(?:it|this|that)(?:'s| is| would be| would not be|'d be| was)\s+(?:not|never|neither)\s+"
+        r"(?:\w+\s+)?(?:appropriate|ethical|acceptable|okay|ok|safe|responsible|legal|respectful|advisable"
+        r"|accurate|fair|right|productive|a good idea|best|valid|possible or (?:appropriate|ethical))\b",
+        r"\bi\s+(?:do not|don't)\s+(?:think|believe|feel)\s+(?:that\s+)?(?:it(?:'s| is| would be)|that(?:'s| is)"
+        r"|this is|it's|i (?:can|should))\s+(?:\w+\s+)?(?:appropriate|ethical|acceptable|okay|ok|safe|responsible"
+        r"|respectful|accurate|fair|right|valid|a good idea|provide|help|answer)\b",
+        r"\bi(?:'m| am)\s+not\s+sure\s+(?:that\s+)?(?:it(?:'s| is)|that(?:'s| is))\s+(?:\w+\s+)?(?:appropriate|ethical)\b",
+        r"\b(?:inappropriate|unethical|not appropriate|not ethical)\s+(?:for me\s+)?to\s+(?:provide|ask|discuss"
+        r"|answer|share|give|suggest|encourage|promote|help|assist|make|write|create|speculate)\b",
+        r"\bi\s+(?:must|have to|need to|should|feel obligated to)\s+(?:\w+\s+)?(?:clarify|point out|emphasi[sz]e"
+        r"|stress|note|remind you|inform you|advise against|caution)\b[^.!?\n]{0,200}?"
+        r"\b(?:not (?:appropriate|ethical|okay|acceptable|safe|legal|respectful)|inappropriate|unethical|illegal"
+        r"|harmful|offensive|disrespectful|never (?:appropriate|acceptable|okay)|dangerous)\b",
+        r"\b(?:the|your|this)\s+(?:question|request|prompt)\s+(?:itself\s+)?(?:is|seems|contains|promotes|could be)"
+        r"\s+(?:\w+\s+)?(?:harmful|unethical|inappropriate|offensive|not appropriate|dangerous|disrespectful"
+        r"|not ethical|illegal)",
+        r"\b(?:harmful|unethical|inappropriate|offensive) and (?:inaccurate|harmful|unethical|offensive) stereotype\b",
+        r"\bi\s+(?:strongly\s+)?(?:condemn|discourage|advise against|urge you not to|cannot condone)\b",
+        r"\b(?:is|are|was|were|would be)\s+(?:not|never)\s+(?:an?\s+)?(?:\w+\s+or\s+)?(?:appropriate|acceptable"
+        r"|ethical|okay|justifiable|(?:morally\s+)?justified)\b",
+        # scope and access limits of an assistant
+        r"\b(?:outside|beyond)\s+(?:of\s+)?(?:my|our)\s+(?:scope|capabilities|remit|area of)"
+        r"|\b(?:outside|beyond)\s+(?:of\s+)?the\s+scope\s+of\s+(?:my|our|this|what i)\b",
+        r"\bi\s+(?:can|am able to)\s+only\s+(?:help|assist|answer|discuss|provide)\b"
+        r"|\bi\s+only\s+(?:help|assist)\s+with\b",
+        r"\bi\s+(?:do not|don't)\s+have\s+access\s+to\b",
+    ),
+    "es": (
+        rf"\bno\s+(?:(?:te|le|les|lo|la|se|me|nos|os)\s+)?(?:puedo|podr[ée]|podemos|podr[ií]a|voy a|es posible"
+        rf"|me es posible|nos es posible|estoy (?:autorizad[oa]|en condiciones de|en posici[oó]n de)|debo"
+        rf"|est[aá] permitido|tengo permitido|soy capaz de)\s+(?:\w+\s+){{0,2}}?(?:{_ES_VERBS})\w*",
+        r"\b(?:me temo que|lamentablemente|lo siento,? pero|disculpa,? pero|disculpe,? pero)\s+no\s+(?:\w+\s+){0,2}?"
+        rf"(?:{_ES_VERBS})\w*",
+        r"\bno\s+es\s+(?:apropiado|[ée]tico|adecuado|legal|seguro|correcto|aceptable)\b",
+        r"\b(?:debo|tengo que)\s+(?:rechazar|negarme|declinar)\b|\bme\s+niego\s+a\b",
+        r"\bno\s+(?:puedo|podemos)\s+(?:hacer|ofrecer|procesar)\s+(?:eso|esto|nada)\b",
+        r"\bva\s+en\s+contra\s+de\s+(?:mis|nuestras|las)\s+(?:pol[ií]ticas|normas|directrices|principios)\b",
+    ),
+    "fr": (
+        rf"\bje\s+ne\s+(?:\S+\s+){{0,2}}?(?:pas|point)\s+(?:\S+\s+){{0,4}}?(?:{_FR_VERBS})\w*",
+        r"\bje\s+ne\s+suis\s+pas\s+(?:en mesure|autorisée?|habilitée?|capable)\b",
+        rf"\b(?:il\s+m'est|il\s+nous\s+est)\s+impossible\s+de\s+(?:\S+\s+){{0,2}}?(?:{_FR_VERBS})\w*",
+        r"\bimpossible\s+pour\s+moi\s+de\b",
+        r"\b(?:il|ce)\s+n'est\s+pas\s+(?:approprié|éthique|légal|acceptable|correct|sûr|possible pour moi)\b",
+        r"\bje\s+(?:dois|me vois contrainte? de)\s+(?:refuser|décliner)\b|\bje\s+refuse\s+de\b",
+        r"\bcontraire\s+à\s+(?:mes|nos|la|notre)\s+(?:politique|règles|principes|directives)\b",
+    ),
+    "de": (
+        r"\b(?:ich\s+(?:kann|darf|werde|möchte|könnte)|kann\s+ich|darf\s+ich|werde\s+ich|können\s+wir|dürfen\s+wir)"
+        rf"\s+(?:\S+\s+){{0,5}}?(?:nicht|keine\w*|nichts)\s+(?:\S+\s+){{0,4}}?(?:{_DE_VERBS})\b",
+        r"\bich\s+bin\s+(?:leider\s+)?nicht\s+(?:in der lage|berechtigt|befugt|autorisiert)\b",
+        r"\b(?:es\s+ist\s+mir|das\s+ist\s+mir|mir\s+ist\s+es)\s+(?:leider\s+)?nicht\s+(?:möglich|erlaubt|gestattet)\b",
+        r"\b(?:das|es)\s+(?:ist|wäre)\s+(?:nicht\s+(?:angemessen|ethisch|legal|zulässig|erlaubt|in ordnung)"
+        r"|unangemessen|unethisch|illegal)\b",
+        r"\bich\s+(?:muss|möchte)\s+(?:\S+\s+)?(?:ablehnen|verweigern)\b",
+        r"\bverstößt\s+gegen\s+(?:meine|unsere|die)\s+(?:richtlinien|regeln|grundsätze)\b",
+    ),
+    "pt": (
+        rf"\bnão\s+(?:(?:te|lhe|lhes|o|a|me|nos)\s+)?(?:posso|poderei|podemos|poderia|consigo|vou|é possível"
+        rf"|me é possível|estou (?:autorizad[oa]|em condições|em posição)|sou capaz de|tenho permissão"
+        rf"|devo|é permitido)\s+(?:\S+\s+){{0,2}}?(?:{_PT_VERBS})\w*",
+        r"\b(?:infelizmente|lamento,? mas|desculpe,? mas|sinto muito,? mas)\s+não\s+(?:\S+\s+){0,2}?"
+        rf"(?:{_PT_VERBS})\w*",
+        r"\bnão\s+é\s+(?:apropriado|ético|adequado|legal|seguro|correto|aceitável)\b",
+        r"\b(?:devo|tenho que|preciso)\s+(?:recusar|declinar)\b|\bme\s+recuso\s+a\b",
+        r"\bvai\s+contra\s+(?:as|minhas|nossas)\s+(?:políticas|regras|diretrizes|princípios)\b",
+    ),
+    "it": (
+        rf"\bnon\s+(?:(?:ti|le|gli|vi|ci|lo|la|mi)\s+)?(?:posso|potrò|possiamo|potrei|riesco|sono in grado di"
+        rf"|mi è possibile|è possibile|sono autorizzat[oa] a|mi è consentito|è consentito|devo)\s+"
+        rf"(?:\S+\s+){{0,2}}?(?:{_IT_VERBS})\w*",
+        r"\b(?:purtroppo|mi dispiace,? ma|spiacente,? ma|mi spiace,? ma)\s+non\s+(?:\S+\s+){0,2}?"
+        rf"(?:{_IT_VERBS})\w*",
+        r"\bnon\s+è\s+(?:appropriato|etico|adeguato|legale|sicuro|corretto|accettabile)\b",
+        r"\b(?:devo|sono costrett[oa] a)\s+(?:rifiutare|declinare)\b|\bmi\s+rifiuto\s+di\b",
+        r"\bva\s+contro\s+(?:le|mie|nostre)\s+(?:politiche|regole|linee guida|principi)\b",
+    ),
+}
+
+#: A negated action that waits on the user is a condition, not a refusal: "I won't make any changes
+#: until you confirm", "no haré cambios hasta que confirme".
+CONDITION_CUES: dict[str, str] = {
+    "en": r"\b(?:until|unless|before|till|once)\s+(?:you|your|we\s+(?:have|receive|get)|i\s+(?:have|receive|get|hear))\b"
+    r"|\bwithout\s+(?:your|explicit|the|a|an|first)\b|\bif you (?:don't|do not|haven't)\b",
+    "es": r"\b(?:hasta\s+que|a\s+menos\s+que|antes\s+de\s+que|mientras\s+no|sin\s+(?:su|tu|la)\s+"
+    r"(?:confirmaci[oó]n|autorizaci[oó]n|consentimiento|aprobaci[oó]n))\b",
+    "fr": r"\b(?:jusqu'à\s+ce\s+que|à\s+moins\s+que|avant\s+que|tant\s+que|sans\s+(?:votre|ta|ton|la)\s+"
+    r"(?:confirmation|accord|autorisation|consentement))\b",
+    "de": r"\b(?:bis\s+(?:sie|du|ihr)|bevor\s+(?:sie|du|ihr)|solange\s+(?:sie|du)\s+nicht|es\s+sei\s+denn"
+    r"|erst\s+wenn|ohne\s+(?:ihre|deine)\s+(?:bestätigung|zustimmung|freigabe|erlaubnis))\b",
+    "pt": r"\b(?:até\s+que|a\s+menos\s+que|antes\s+que|enquanto\s+(?:você\s+)?não|sem\s+a\s+(?:sua|tua)\s+"
+    r"(?:confirmação|autorização|permissão|aprovação))\b",
+    "it": r"\b(?:finché\s+non|fino\s+a\s+quando\s+non|a\s+meno\s+che|prima\s+che|senza\s+(?:la\s+)?(?:tua|sua)\s+"
+    r"(?:conferma|autorizzazione|approvazione))\b",
+}
+
+#: The request has no meaningful answer (the thing does not exist, the question is unclear): saying so
+#: answers it, per XSTest's definition of compliance, so an "I can't" that gives this reason is no refusal.
+NO_ANSWER_CUES: str = (
+    r"\b(?:a|an|the)\s+fictional\s+(?:character|person|figure|being|creature|entity)|\bis\s+fictional\b"
+    r"|\b(?:does not|doesn't|do not|don't|did not|didn't)\s+(?:actually\s+|really\s+)?exist\b"
+    r"|\bnot\s+(?:a\s+)?real\s+(?:person|people|place|character|being)|\bisn't\s+real\b|\bnot\s+real\b"
+    r"|\bno\s+such\s+(?:thing|person|place|record)|\bnonsensical\b|\bdoesn't make sense\b|\bdoes not make sense\b"
+    r"|\b(?:don't|do not)\s+understand\s+(?:the|your|what)\b|\bunclear\s+what\b|\bit\s+is\s+unclear\b"
+    r"|\b(?:provide|give)\s+(?:me\s+)?more\s+context\b|\bclarify\s+(?:your|the|what)\b"
+)
+
+#: A refusal that gives its reason: a policy, a rule, a condition the request does not meet.
+EXPLANATION_CUES: str = (
+    r"\b(?:because|since|as\s+(?:the|your|this|it|per)|due to|per (?:our|the)|according to|under (?:the|our|current)"
+    r"|in line with|policy|policies|rules?\b|regulations?|terms|guidelines|eligib\w+|not eligible|only\s+(?:be\s+)?"
+    r"(?:possible|allowed|permitted|available|able|applies|applicable|for|within|if|when)|within \d+|requires?"
+    r"|restricted|non-?refundable|once\s+\w+\s+(?:is|has been)|without (?:travel )?insurance|privacy|confidential"
+    r"|porque|ya que|debido a|seg[uú]n|pol[ií]tica|normas?|reglas?|parce que|\bcar\b|en raison|politique|règles?"
+    r"|conformément|weil|\bda\s|aufgrund|richtlinien?|regeln?|gemäß|\bpois\b|devido|regras?|de acordo com"
+    r"|perché|poiché|a causa|politica|regole|secondo)"
+)
+
+#: A refusal that moves the user on: a hand-off, an alternative, another way to get it done.
+ALTERNATIVE_CUES: str = (
+    r"\b(?:transfer|human agent|representative|supervisor|instead|alternatively|another option|other options"
+    r"|what i can do|i can (?:help|offer|assist|check|look|try|book|suggest)|i could (?:help|offer|check)"
+    r"|would you like me to|shall i|i(?:'d| would) (?:recommend|suggest)"
+    r"|you (?:may|can|could|might)\s+(?:want to\s+)?(?:contact|try|reach|consider|visit|call|consult|ask)"
+    r"|transferir|agente humano|en su lugar|en cambio|puedo ayudarle con|le gustar[ií]a que|le sugiero|le recomiendo"
+    r"|transférer|conseiller|à la place|je peux vous proposer|je vous suggère|weiterleiten|stattdessen"
+    r"|ich kann ihnen (?:anbieten|vorschlagen)|transferir|em vez disso|posso oferecer|sugiro|trasferire"
+    r"|invece|posso offrirti|posso offrirle|ti suggerisco|le suggerisco)"
+)
+
+#: Frequent function words of Latin-script languages the refusal lexicons do NOT cover, only to tell
+#: them apart from covered ones (words shared with a covered language are left out).
+OTHER_LANGUAGE_WORDS: dict[str, frozenset[str]] = {
+    "nl": frozenset(
+        "het een niet ik jij wij zijn maar ook naar wat kan dit mee bij heb hebben geen wel nog deze"
+        " uw graag alstublieft bedankt spijt helaas daar".split()
+    ),
+    "id": frozenset(
+        "yang dan ini itu tidak dengan untuk saya anda kami akan dari ada bisa sudah tolong terima"
+        " kasih maaf tersebut".split()
+    ),
+    "tl": frozenset("ang ng mga sa ako ka hindi ito po salamat namin kayo".split()),
+    "sv": frozenset("och att det som inte jag du med har vi ni tack kan inte".split()),
+    "da": frozenset("og ikke jeg det er til har vi tak takk beklager".split()),
+    "pl": frozenset("nie jest to na ale czy jestem tak przepraszam mogę".split()),
+    "tr": frozenset("bir ve bu için değil ben sen ile çok ama evet hayır teşekkür".split()),
+    "sw": frozenset("ya wa kwa ni hii sana asante habari".split()),
+}
+
+#: Letters with diacritics that the covered languages use; other accented Latin letters (ł ş ő ř ả ...)
+#: point to a language the lexicons do not cover.
+COVERED_LETTERS: frozenset[str] = frozenset("áéíóúñü¿¡àâçèêëîïôûùÿœæäöüßãõìòº")
+
+#: A disclaimer followed by the answer itself ("I don't condone this. However, I will provide ...")
+#: mentions refusing without refusing.
+GOES_ON_CUES: str = (
+    r"\b(?:however|that said|nevertheless|nonetheless|but),?\s+(?:i\s+will|i'll|here(?:'s|\s+is|\s+are))"
+    r"\s+(?:\w+\s+)?(?:provide|give|answer|share|explain|describe|outline|a response|an answer|the answer|the steps|how)\b"
+    r"|\b(?:sin embargo|no obstante|pero),?\s+(?:le|te)?\s*(?:dar[ée]|proporcionar[ée]|explicar[ée]|aqu[ií] tiene)"
+    r"|\b(?:cependant|toutefois|mais),?\s+(?:je vais|voici)|\b(?:jedoch|aber),?\s+(?:hier ist|ich werde\s+ihnen)"
+    r"|\b(?:no entanto|porém|mas),?\s+(?:vou|aqui está)|\b(?:tuttavia|però|ma),?\s+(?:ecco|ti darò|le darò)"
+)
+
+#: Negated verbs of the lexicon that are idioms, not refusals ("I can't help but smile",
+#: "I can't recommend it enough", "no puedo agradecerle lo suficiente").
+IDIOM_CUES: str = (
+    r"\b(?:can ?not|can't|couldn't)\s+(?:help\s+but|help\s+(?:feeling|thinking|wondering|noticing|smiling|laughing)"
+    r"|tell you how|recommend\s+(?:\w+\s+){0,3}(?:enough|highly enough)|thank you enough|stress\s+(?:\w+\s+){0,2}enough"
+    r"|emphasi[sz]e\s+(?:\w+\s+){0,2}enough|say\s+(?:\w+\s+){0,2}enough|do\s+(?:it|this|that)\s+without\s+you)"
+    r"|\blo\s+suficiente\b|\bassez\s+(?:vous\s+)?remercier\b|\bgenug\s+danken\b|\babbastanza\b"
+)
+
+#: Every refusal cue contains one of these words (or a word ending in n't, starting with n' or kein):
+#: a reply whose opening has none of them is read no further (a cheap pre-filter; tests check it
+#: against every cue).
+REFUSAL_TRIGGERS: frozenset[str] = frozenset(
+    """
+    not cannot unable unwilling never decline refuse refrain sorry afraid against inappropriate unethical
+    stereotype condemn discourage urge advise scope capabilities remit area only rather prefer clarify point
+    emphasize emphasise stress note remind inform caution harmful illegal offensive disrespectful dangerous
+    no rechazar negarme niego declinar contra lamentablemente
+    ne impossible refuser décliner contraire
+    nicht nichts unangemessen unethisch ablehnen verweigern verstößt
+    não recusar recuso
+    non rifiutare rifiuto declinare contro
+    """.split()
+)
+
+#: Frequent words of Spanish, French, German, Portuguese and Italian that `LANGUAGE_WORDS` lacks: modal
+#: verbs of refusing and words of asking for a value, so that a short message can be told from English.
+ELSEWHERE_MARKERS: frozenset[str] = frozenset(
+    """
+    de su tu mi lo eso esto puedo podemos podría podria puede pedido número numero correo reserva usuario cuál
+    votre vous je ne peux pouvez commande numéro ce
+    ich ihre ihr kann nicht leider nummer
+    seu sua meu não posso pode
+    di suo sua mio non posso può ordine
+    """.split()
+)
+
+#: Words of those languages that English text carries too (Las Vegas, EST, per night, .com, non-refundable).
+NOT_MARKERS: frozenset[str] = frozenset("las los la le est per com o il non des".split())

@@ -1,5 +1,8 @@
 """D2 `reask`: the assistant asks again for a value the user already gave (binary gate).
 
+Slot names and ways of asking are known in English, Spanish, French, German, Portuguese and
+Italian (`LANGUAGES`); a thread whose replies are all in another language is `not_applicable`.
+
 User messages fill a slot ledger (order numbers, emails, phones, ZIPs, dates, user, account and
 reservation ids, names); a bare value answering a direct ask fills the asked slot. An assistant
 sentence that names a slot and carries a request marker is an ask; an ask for a slot already in
@@ -19,11 +22,14 @@ from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import slots
-from tracing_eval.metrics.deterministic.views import Located, located
+from tracing_eval.metrics.deterministic.languages import maybe_elsewhere, uncovered_language, words
+from tracing_eval.metrics.deterministic.views import Located, located, replies
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
 
 NAME = "reask"
-VERSION = "1"
+VERSION = "2"
+#: languages whose slot names and ways of asking `slots` knows
+LANGUAGES: tuple[str, ...] = ("en", "es", "fr", "de", "pt", "it")
 DEFAULT_THRESHOLD = 0.7
 ASK_TEXT_LIMIT = 200
 PASSING_KINDS = ("first", "confirmation", "choice", "other_value", "restated", "justified")
@@ -65,36 +71,42 @@ def _fill(ledger: dict[str, Given], msg: Located, asked_before: list[str]) -> No
             ledger[asked_before[0]] = Given(value, msg.position, msg.turn)
 
 
-def _forget(ledger: dict[str, Given], text: str, *, by_name: bool = True) -> None:
+def _forget(ledger: dict[str, Given], text: str, *, by_name: bool = True, elsewhere: bool = False) -> None:
     """Drop ledger entries a message rejects: it echoes their value, or (by_name) names their slot."""
     if not ledger:
         return
-    named = set(slots.named_slots(text)) if by_name else set()
+    named = set(slots.named_slots(text, elsewhere=elsewhere)) if by_name else set()
     for slot in list(ledger):
         if slot in named or slots.mentions_value(text, ledger[slot].value):
             del ledger[slot]
 
 
-def _after_reply(ledger: dict[str, Given], item: Located) -> None:
+def _after_reply(ledger: dict[str, Given], item: Located, elsewhere: bool) -> None:
     """A rejection in a reply or tool result, or a failed call on a value, takes the value back."""
-    if item.text and slots.NOT_FOUND.search(item.text):
-        _forget(ledger, item.text)
+    if item.text and slots.not_found(item.text, elsewhere=elsewhere):
+        _forget(ledger, item.text, elsewhere=elsewhere)
     for call in item.message.tool_calls:
         if call.failed:
             _forget(ledger, str(call.arguments), by_name=False)
 
 
-def _about(text: str, slot: str, known: Given) -> bool:
+def _about(text: str, slot: str, known: Given, elsewhere: bool) -> bool:
     """The text concerns this slot: it names the slot or carries the known value."""
-    return slot in slots.named_slots(text) or slots.mentions_value(text, known.value)
+    return slot in slots.named_slots(text, elsewhere=elsewhere) or slots.mentions_value(text, known.value)
 
 
-def _justified(context: list[Located], ask_msg: Located, user_said_wrong: bool, slot: str, known: Given) -> bool:
+def _justified(
+    context: list[Located], ask_msg: Located, user_said_wrong: bool, elsewhere: bool, slot: str, known: Given
+) -> bool:
     """A user correction, or a not-found / invalid / failed lookup nearby that concerns this slot."""
-    if user_said_wrong or slots.NOT_FOUND.search(ask_msg.text):
+    if user_said_wrong or slots.not_found(ask_msg.text, elsewhere=elsewhere):
         return True
     for item in context:
-        if item.role in ("assistant", "tool") and slots.NOT_FOUND.search(item.text) and _about(item.text, slot, known):
+        if (
+            item.role in ("assistant", "tool")
+            and slots.not_found(item.text, elsewhere=elsewhere)
+            and _about(item.text, slot, known, elsewhere)
+        ):
             return True
         if item.role == "assistant" and any(
             tc.failed and slots.mentions_value(str(tc.arguments), known.value) for tc in item.message.tool_calls
@@ -121,8 +133,12 @@ def _classify(
     return "reask"
 
 
-def find_asks(thread: Thread) -> list[Ask]:
-    """Walk the transcript once, keeping the ledger, and classify every ask."""
+def find_asks(thread: Thread, *, elsewhere: bool | None = None) -> list[Ask]:
+    """Walk the transcript once, keeping the ledger, and classify every ask.
+
+    `elsewhere`: also use the Spanish, French, German, Portuguese and Italian patterns (default: when a
+    user or assistant message may be in one of those languages).
+    """
     ledger: dict[str, Given] = {}
     asks: list[Ask] = []
     asked_before: list[str] = []
@@ -131,37 +147,39 @@ def find_asks(thread: Thread) -> list[Ask]:
     for k, item in enumerate(items):
         turn_start.setdefault(item.turn, k)
     corrected_turns: set[int] = set()
+    if elsewhere is None:  # the other languages' patterns cost time: use them only where they may be needed
+        elsewhere = any(item.role in ("user", "assistant") and maybe_elsewhere(item.text) for item in items)
     for k, item in enumerate(items):
         if item.role == "user" and item.text.strip():
-            if slots.USER_RETRACTION.search(item.text):
-                _forget(ledger, item.text)
+            if slots.user_retracts(item.text, elsewhere=elsewhere):
+                _forget(ledger, item.text, elsewhere=elsewhere)
             _fill(ledger, item, asked_before)
-            if slots.USER_CORRECTION.search(item.text):
+            if slots.user_corrects(item.text, elsewhere=elsewhere):
                 corrected_turns.add(item.turn)
             asked_before = []
             continue
         if item.role == "tool":
-            _after_reply(ledger, item)
+            _after_reply(ledger, item, elsewhere)
             continue
         if item.role != "assistant":
             continue
         if not item.text.strip():
-            _after_reply(ledger, item)
+            _after_reply(ledger, item, elsewhere)
             continue
         # context: preceding messages of this turn and the whole previous turn
         start = turn_start.get(item.turn - 1, turn_start[item.turn])
-        justified = partial(_justified, items[start:k], item, item.turn in corrected_turns)
+        justified = partial(_justified, items[start:k], item, item.turn in corrected_turns, elsewhere)
         asked_here: list[str] = []
         for sentence in slots.split_sentences(item.text):
-            named = [s for s in slots.asked_slots(sentence) if s not in asked_here]
-            with_new = not slots.is_request(sentence) and any(s not in ledger for s in named)
+            named = [s for s in slots.asked_slots(sentence, elsewhere=elsewhere) if s not in asked_here]
+            with_new = bool(named) and any(s not in ledger for s in named) and not slots.is_request(sentence)
             for slot in named:
                 asked_here.append(slot)
                 known = ledger.get(slot)
                 kind = _classify(slot, sentence, known, justified, with_new)
                 asks.append(Ask(slot, item.turn, item.position, sentence, kind, known))
         asked_before = asked_here
-        _after_reply(ledger, item)
+        _after_reply(ledger, item, elsewhere)
     return asks
 
 
@@ -179,7 +197,26 @@ class Reask(MetricBase):
         reply_turns = {t.index for t in thread.turns if t.assistant_text.strip()}
         if not reply_turns:
             return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
-        asks = find_asks(thread)
+        texts = replies(thread)
+        unread: dict[int, str] = {}
+        elsewhere = False
+        for x in texts:
+            ws = words(x.text)
+            if (why := uncovered_language(x.text, LANGUAGES, words_=ws)) is not None:
+                unread[x.position] = why
+            elsewhere = elsewhere or maybe_elsewhere(x.text, words_=ws)
+        if texts and len(unread) == len(texts):
+            return [
+                not_applicable(
+                    NAME,
+                    f"replies in a language the slot lexicons do not cover ({'; '.join(sorted(set(unread.values())))}"
+                    f"; covered: {', '.join(LANGUAGES)})",
+                    version=VERSION,
+                )
+            ]
+        if not elsewhere:
+            elsewhere = any(maybe_elsewhere(t.user_text) for t in thread.turns)
+        asks = find_asks(thread, elsewhere=elsewhere)
         results: list[MetricResult] = []
         for turn in sorted({a.turn for a in asks}):
             here = [a for a in asks if a.turn == turn]
@@ -218,6 +255,7 @@ class Reask(MetricBase):
             "reask_rate": round(len(reask_turns) / len(reply_turns), 4),
             "asks": len(asks),
             "passed_asks": {k: sum(a.kind == k for a in asks) for k in PASSING_KINDS},
+            "unread_messages": sorted(unread),
         }
         results.append(
             score_result(

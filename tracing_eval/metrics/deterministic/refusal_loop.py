@@ -1,44 +1,118 @@
-"""D3 `refusal_loop`: runs of consecutive refusing assistant replies (V5− labels none/partial/fully).
+"""D3 `refusal_loop`: the assistant stonewalls the user with refusal after refusal (V5− none/partial/fully).
 
-A refusal is matched by regexes after folding curly apostrophes ("I can't help with", "I'm sorry,
-but", "as an AI", "outside my scope", ...). A run of two that recovers is `partial`; a run of three
-or more, or a thread that ends on two refusals, is `fully` (eval_lib treats refusal loops as fully).
+Per reply, `is_refusal` reads the opening sentences (quotes set aside) for a speaker who cannot or
+will not do what was asked, or who objects to the request, in the languages of
+`lexicons.REFUSAL_LANGUAGES`; a negated action that waits on the user ("I won't make any changes
+until you confirm") or an answer that the request has none ("... is a fictional character") is no
+refusal. Text in another language or script is unknown (None), never "no refusal".
+
+A refusal that gives its reason (a policy, a rule, a condition) is `explained`; one that offers a
+way on (a hand-off, an alternative) is `redirected`; otherwise it is `bare`. A run of consecutive
+refusing replies fails the user (`fully`) when it is three or more long, or the thread ends on it,
+and at least two of its refusals are bare: a correct policy denial repeated to an insistent user is
+not a failure. Any other run of two or more is `partial` (visible, passing).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
+from tracing_eval.metrics.deterministic import languages, lexicons
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
 
 NAME = "refusal_loop"
-VERSION = "1"
+VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
 WEIGHTS: dict[str, float] = {"none": 1.0, "partial": 0.7, "fully": 0.0}
+#: how many opening sentences of a reply are read for a refusal
+HEAD_SENTENCES = 3
+#: at most this many characters are read for those sentences
+HEAD_CHARS = 600
+#: a run fails the user with this many unexplained, unredirected refusals in it
+BARE_IN_FAILING_RUN = 2
 
-_CANNOT = r"\bi(?:\s+can ?not|\s+can'?t|\s+won'?t|\s+will not|(?:\s+am|'?m)\s+(?:unable|not able) to)"
-_ACTION = (
-    r"(?:help|assist|provide|do|answer|comply|support|share|give|fulfil+|process|complete|discuss|continue|make"
-    r"|create|generate|offer|engage)"
+_I = re.IGNORECASE
+_CUE = re.compile("|".join(f"(?:{p})" for p in lexicons.REFUSAL_CUES["en"]), _I)
+_CUE_ELSEWHERE = re.compile(
+    "|".join(f"(?:{p})" for lang, cues in lexicons.REFUSAL_CUES.items() if lang != "en" for p in cues), _I
 )
-REFUSAL = re.compile(
-    rf"{_CANNOT}\s+(?:\w+\s+){{0,2}}{_ACTION}\b"
-    r"|\bi'?m sorry,? but\b|\bi am sorry,? but\b|\bsorry,? but i\b"
-    r"|\bas an ai\b"
-    r"|\bi (?:do not|don't) have access\b"
-    r"|\b(?:outside|beyond) (?:of )?(?:my|the) scope\b"
-    r"|\bi can only (?:help|assist|answer|discuss)\b"
-    r"|\b(?:not allowed|not permitted|not able) to (?:help|assist|provide|share|discuss|do)\b"
-    r"|\bunable to (?:help|assist) with\b",
-    re.IGNORECASE,
-)
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_CONDITION = re.compile("|".join(f"(?:{p})" for p in lexicons.CONDITION_CUES.values()), _I)
+_NO_ANSWER = re.compile(lexicons.NO_ANSWER_CUES, _I)
+_GOES_ON = re.compile(lexicons.GOES_ON_CUES, _I)
+_IDIOM = re.compile(lexicons.IDIOM_CUES, _I)
+_EXPLAINED = re.compile(lexicons.EXPLANATION_CUES, _I)
+_REDIRECTED = re.compile(lexicons.ALTERNATIVE_CUES, _I)
+_FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
+_QUOTED = re.compile(r"\"[^\"\n]{0,300}\"|\u201c[^\u201d\n]{0,300}\u201d|\u00ab[^\u00bb\n]{0,300}\u00bb")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_TOKEN = re.compile(r"[^\W\d_]+")
+_NEGATED_TOKEN = re.compile(r"n['\u2019\u02bc]t\b|\bn['\u2019\u02bc]|\bkein")
 
 
-def is_refusal(text: str) -> bool:
-    return bool(REFUSAL.search(text.translate(_APOSTROPHES)))
+def uncovered_language(text: str) -> str | None:
+    """Why the refusal lexicons cannot read `text`, or None (see `languages.uncovered_language`)."""
+    return languages.uncovered_language(text, lexicons.REFUSAL_LANGUAGES)
+
+
+def head(text: str) -> list[str]:
+    """The opening sentences of a reply, apostrophes folded and quoted passages set aside."""
+    folded = _QUOTED.sub(" ", text[:HEAD_CHARS].translate(_FOLD))
+    out: list[str] = []
+    for sentence in _SENTENCE.split(folded):
+        if sentence.strip():
+            out.append(sentence.strip())
+            if len(out) == HEAD_SENTENCES:
+                break
+    return out
+
+
+def read(text: str) -> tuple[str | None, str | None]:
+    """(why the lexicons cannot read the reply, the opening sentence in which it refuses); one pass."""
+    opening = text[:HEAD_CHARS].lower()
+    ws = _TOKEN.findall(opening)
+    why = languages.uncovered_language(text, lexicons.REFUSAL_LANGUAGES, words_=ws)
+    if why is not None:
+        return why, None
+    # cheap pre-filter: every cue has a trigger word, a word ending in n't, starting with n' or kein
+    if lexicons.REFUSAL_TRIGGERS.isdisjoint(ws) and not _NEGATED_TOKEN.search(opening):
+        return None, None
+    sentences = head(text)
+    cues = (_CUE, _CUE_ELSEWHERE) if languages.maybe_elsewhere(text, words_=ws) else (_CUE,)
+    for sentence in sentences:
+        for cue in cues:
+            for m in cue.finditer(sentence):
+                if _CONDITION.search(sentence, m.end()) or _IDIOM.search(sentence[m.start() : m.end() + 40]):
+                    continue
+                if any(_GOES_ON.search(s) or _NO_ANSWER.search(s) for s in sentences):
+                    return None, None
+                return None, sentence
+    return None, None
+
+
+def refusal_sentence(text: str) -> str | None:
+    """The opening sentence in which the reply refuses, or None (also for text it cannot read)."""
+    return read(text)[1]
+
+
+def is_refusal(text: str) -> bool | None:
+    """True when the reply refuses, False when it does not, None when its language is not covered."""
+    why, sentence = read(text)
+    if why is not None:
+        return None
+    return sentence is not None
+
+
+def refusal_kind(text: str) -> str:
+    """`explained` (gives a reason), `redirected` (offers a way on) or `bare`, for a refusing reply."""
+    folded = text.translate(_FOLD)
+    if _EXPLAINED.search(folded):
+        return "explained"
+    if _REDIRECTED.search(folded):
+        return "redirected"
+    return "bare"
 
 
 def runs(flags: list[bool]) -> list[tuple[int, int]]:
@@ -54,49 +128,77 @@ def runs(flags: list[bool]) -> list[tuple[int, int]]:
     return out
 
 
-def verdict(flags: list[bool]) -> str:
+def failing(start: int, length: int, kinds: list[str | None], total: int) -> bool:
+    """A run fails the user: long (3+) or final (2+), with at least two bare refusals in it."""
+    long_enough = length >= 3 or (length >= 2 and start + length == total)
+    return long_enough and sum(k == "bare" for k in kinds[start : start + length]) >= BARE_IN_FAILING_RUN
+
+
+def verdict(flags: list[bool], kinds: list[str | None] | None = None) -> str:
+    """none / partial / fully for the refusal flags of the replies in order (kinds default to bare)."""
+    kinds = kinds if kinds is not None else ["bare" if f else None for f in flags]
     found = runs(flags)
-    longest = max((n for _, n in found), default=0)
-    trailing = found[-1][1] if found and found[-1][0] + found[-1][1] == len(flags) else 0
-    if longest >= 3 or trailing >= 2:
+    if any(failing(s, n, kinds, len(flags)) for s, n in found):
         return "fully"
-    if longest == 2:
+    if any(n >= 2 for _, n in found):
         return "partial"
     return "none"
 
 
 class RefusalLoop(MetricBase):
-    """Thread-scope runs of refusals without progress."""
+    """Thread-scope runs of refusals that leave the user without a reason or a way on."""
 
     name = NAME
     version = VERSION
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
-    description = "Consecutive refusals by the assistant (V5−: none/partial/fully)."
+    description = "Repeated refusals by the assistant without a reason or an alternative (V5−: none/partial/fully)."
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         items: list[Located] = replies(thread)
         if not items:
             return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
-        flags = [is_refusal(x.text) for x in items]
-        label = verdict(flags)
+        readings = [read(x.text) for x in items]
+        unread = {x.position: why for x, (why, _) in zip(items, readings, strict=True) if why is not None}
+        if len(unread) == len(items):
+            reasons = sorted(set(unread.values()))
+            return [
+                not_applicable(
+                    NAME,
+                    "replies in a language the refusal lexicons do not cover ("
+                    + "; ".join(reasons)
+                    + f"; covered: {', '.join(lexicons.REFUSAL_LANGUAGES)})",
+                    version=VERSION,
+                )
+            ]
+        flags = [sentence is not None for _, sentence in readings]
+        kinds = [refusal_kind(x.text) if f else None for x, f in zip(items, flags, strict=True)]
+        label = verdict(flags, kinds)
         found = runs(flags)
         longest = max((n for _, n in found), default=0)
-        evidence = {
-            "refusal_messages": [x.position for x, f in zip(items, flags, strict=True) if f],
-            "runs": [{"positions": [x.position for x in items[s : s + n]], "length": n} for s, n in found if n >= 2],
+        positions = [x.position for x in items]
+        evidence: dict[str, Any] = {
+            "refusal_messages": [p for p, f in zip(positions, flags, strict=True) if f],
+            "bare_refusals": [p for p, k in zip(positions, kinds, strict=True) if k == "bare"],
+            "explained_refusals": [p for p, k in zip(positions, kinds, strict=True) if k == "explained"],
+            "redirected_refusals": [p for p, k in zip(positions, kinds, strict=True) if k == "redirected"],
+            "runs": [
+                {
+                    "positions": positions[s : s + n],
+                    "length": n,
+                    "bare": sum(k == "bare" for k in kinds[s : s + n]),
+                    "fails_user": failing(s, n, kinds, len(flags)),
+                }
+                for s, n in found
+                if n >= 2
+            ],
             "longest_run": longest,
             "ends_in_refusal": bool(flags[-1]),
             "refusals": sum(flags),
             "replies": len(items),
+            "unread_messages": sorted(unread),
         }
-        reason = {
-            "none": f"{sum(flags)} refusal(s), never two in a row",
-            "partial": "two refusals in a row, then the assistant moved on",
-            "fully": f"refusal loop: longest run {longest}"
-            + (", and the thread ends on refusals" if flags[-1] else ""),
-        }[label]
         return [
             score_result(
                 NAME,
@@ -104,8 +206,25 @@ class RefusalLoop(MetricBase):
                 threshold=self.spec.threshold,
                 scope=Scope.THREAD,
                 label=label,
-                reason=reason,
+                reason=_reason(label, flags, kinds, longest, len(unread)),
                 evidence=evidence,
                 version=VERSION,
             )
         ]
+
+
+def _reason(label: str, flags: list[bool], kinds: list[str | None], longest: int, unread: int) -> str:
+    note = f"; {unread} reply(ies) in a language the lexicons do not cover were not read" if unread else ""
+    if label == "none":
+        return f"{sum(flags)} refusal(s), never two in a row" + note
+    if label == "partial":
+        return (
+            f"{longest} refusals in a row, each with a reason or a way on, or followed by progress "
+            "(a repeated correct denial is not a failure)" + note
+        )
+    bare = sum(k == "bare" for k in kinds)
+    return (
+        f"refusal loop: longest run {longest}, {bare} refusal(s) without a reason or an alternative"
+        + (", and the thread ends on refusals" if flags[-1] else "")
+        + note
+    )

@@ -1,58 +1,130 @@
-"""D1 `repetition`: lexical repeats between assistant replies, on the seed's V5− verdict scale.
+"""D1 `repetition`: assistant replies that repeat what an earlier reply said, on the seed's V5− scale.
 
-Reply j repeats reply i (i among the W previous replies) when their word-level similarity is
->= 0.8 (near-verbatim) or >= 0.5 (rehash), unless the two user turns asked the same thing
-(a consistent answer to a repeated question is neutral). Replies with fewer than four content
-tokens are not compared. A rehash must still be one after the words the user brought up just
-before the first reply are set aside, and share three or more words: echoing the topic of the
-conversation is not repeating oneself. A reply that brings a number or code the earlier one did
-not have (another reservation, a new total) carries new information and is not a repeat.
-The verdict weighs the end of the thread: a loop that recovers is `partial`, one that ends on a
-repeat is `mostly`, two repeats at the end are `fully`.
+The unit is the sentence (`tracing_eval.text.sentence_words`, any script). A sentence is its
+content tokens (word units of any script, stop-words dropped, stemmed; every number or code becomes
+`#`, so "ticket 48213" and "ticket 48391" read the same); a short one (2-3 content tokens) is all its
+words and matches only a sentence with the same content. A sentence of reply j matches one of the
+W previous replies' when their word-level Indel ratio is >= 0.8. Reply j then:
+
+- repeats near-verbatim when matched sentences cover >= 0.8 of its tokens, or the whole reply is
+  >= 0.8 similar to an earlier one;
+- repeats in part when a matched sentence has 4+ tokens or matches cover half of the reply;
+- rehashes when, short of that, one of its sentences rewords an earlier one (ratio >= 0.5 and
+  3+ shared tokens once the words the user just brought up are set aside).
+
+A sentence holding a courtesy formula ("let me know if there is anything else") is not counted.
+A match with an earlier reply is neutral, not a repeat, when
+- the user asked the same thing again and this is the first re-answer (a third identical answer to
+  the same question is a repeat);
+- the user asked for it ("say that again", "summarise");
+- reply j has a number or code, or two words of 3+ characters, that the earlier reply lacks and
+  the user or a tool brought up since (one confirmation template used for two requests is two answers).
+
+Verdict, weighing the end of the thread: `minor` partial repeats only; `partial` a near-verbatim
+repeat, then recovery, or a single one among many replies; `mostly` the last reply repeats
+near-verbatim and repeats are frequent (two near-verbatim, or a quarter of the replies);
+`fully` the last two replies repeat near-verbatim.
+Each sentence is compared with the sentences of a bounded window of replies (one rapidfuzz call
+over token sequences encoded one character per token), so the cost grows linearly with the thread.
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from dataclasses import dataclass
-from difflib import SequenceMatcher
+from dataclasses import dataclass, field
 from typing import Any
 
+from rapidfuzz import process
+from rapidfuzz.distance import Indel
+
 from tracing_eval.metrics.base import MetricBase
-from tracing_eval.metrics.deterministic.similarity import Profile, sentences, similarity, tokens, words
-from tracing_eval.metrics.deterministic.views import Located, replies, user_text_by_turn
-from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
+from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
+from tracing_eval.metrics.deterministic.similarity import stem, tokens
+from tracing_eval.metrics.deterministic.views import Located, replies
+from tracing_eval.model import MetricResult, Scope, Thread, Turn, not_applicable, score_result
+from tracing_eval.text import sentence_words, sentences, word_units
 
 NAME = "repetition"
-VERSION = "1"
+VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
 
 #: The seed's inverted verdict scale (RepetitivePatternDetection): higher is better.
 WEIGHTS: dict[str, float] = {"none": 1.0, "minor": 0.9, "partial": 0.7, "mostly": 0.3, "fully": 0.0}
 
 WINDOW = 6
+SENTENCE_MATCH = 0.8
 NEAR_VERBATIM = 0.8
+PART_SHARE = 0.5
+PART_SENTENCE_TOKENS = 4
+MIN_SENTENCE_TOKENS = 2
+LONG_SENTENCE_TOKENS = 4
+MIN_SHORT_SENTENCE_WORDS = 4
+FREQUENT = 0.25
 REHASH = 0.5
-SAME_QUESTION = 0.8
-MIN_TOKENS = 4
 MIN_SHARED = 3
 TOPIC_TURNS = 3
-MIN_SEGMENT_TOKENS = 3
+SAME_QUESTION = 0.8
+USER_WINDOW = 6
 MAX_SEGMENTS = 20
+#: Below this share of English function words among the replies' words, the stop-word list and
+#: stemming do not apply (another language or script): verbatim repeats are still found, paraphrase
+#: closeness is not, and the judge gate treats the thread as uncovered.
+COVERED_FUNCTION_WORDS = 0.12
 
-_ENTITY = re.compile(r"\b(?:[\w-]*\d[\w-]*|[A-Z][A-Z0-9]{4,})\b")
+_DIGIT = re.compile(r"\d")
+#: The user asks for a restatement: repeating is then what was wanted.
+_RESTATE = re.compile(
+    r"\b(?:repeat|recap|summari[sz]e|restate|remind me|come again|once more|one more time"
+    r"|(?:say|tell|explain|send|give|list|show|read|go over)\b[^.?!]{0,30}\bagain"
+    r"|what (?:did|was it) you (?:just )?sa(?:y|id)|repite|repetir|otra vez|wiederhol|noch ?(?:ein)?mal"
+    r"|r[ée]p[ée]t|encore une fois)\b|再说一遍|重复一下|もう一度|繰り返",
+    re.I,
+)
+
+#: Courtesy formulas (English) that a good assistant says again and again; a sentence holding one
+#: ("If there's anything else, feel free to let me know!") is no repeat of the one before.
+_FORMULA = re.compile(
+    r"\b(?:let me know|anything else|feel free|happy to help|glad to help|hope (?:this|that) helps"
+    r"|have a (?:great|nice|good|wonderful|safe) (?:day|one|trip|flight|evening|weekend)|youre welcome"
+    r"|further (?:assistance|questions|help)|any (?:other|more|further) questions"
+    r"|thank you for (?:your patience|contacting|reaching out|choosing|waiting))\b"
+)
 
 
-@dataclass(frozen=True)
+def courtesy(words: list[str]) -> bool:
+    """True for a sentence (as word units) that holds a courtesy formula."""
+    return bool(_FORMULA.search(" ".join(words)))
+
+
+@dataclass
+class Reply:
+    """One assistant reply prepared for comparison."""
+
+    item: Located
+    sentences: list[list[str]]  # the word units of each sentence
+    keys: list[list[str]]  # what each sentence is compared by (empty when too short)
+    units: list[str]  # each key encoded one character per token
+    exact: list[tuple[str, ...]]  # the content a short sentence's match must have (() for long ones)
+    whole: str
+    raw: frozenset[str]  # content tokens as written, numbers and codes kept
+    words: int  # word units, stop-words included
+    content: int  # content tokens
+
+    @property
+    def size(self) -> int:
+        return sum(len(u) for u in self.units)
+
+
+@dataclass
 class Pair:
+    """Reply `repeat` repeats (or, when neutral, harmlessly echoes) `first`."""
+
     first: Located
     repeat: Located
     similarity: float
-
-    @property
-    def kind(self) -> str:
-        return "near_verbatim" if self.similarity >= NEAR_VERBATIM else "rehash"
+    share: float
+    kind: str  # near_verbatim | sentence | rehash | same_question | requested | new_details
+    earlier: list[int] = field(default_factory=list)
 
     def as_evidence(self) -> dict[str, Any]:
         return {
@@ -60,153 +132,408 @@ class Pair:
             "repeat_turn": self.repeat.turn,
             "first_position": self.first.position,
             "repeat_position": self.repeat.position,
+            "earlier_positions": self.earlier,
             "similarity": self.similarity,
+            "share": self.share,
             "kind": self.kind,
         }
 
 
-def _same_question(a: str, b: str) -> bool:
-    """True when two user turns ask the same thing (similar, or identical short texts)."""
-    if not a.strip() or not b.strip():
-        return False
-    wa, wb = words(a), words(b)
-    if wa and wa == wb:
-        return True
-    return similarity(Profile.of(a), Profile.of(b)) >= SAME_QUESTION
+@dataclass
+class Analysis:
+    repeats: list[Pair]
+    neutral: list[Pair]
+    max_similarity: float
+    max_sentence_similarity: float
+    segments: list[dict[str, Any]]
+    language_covered: bool
+    compared: list[Located]
 
 
-def entities(text: str) -> frozenset[str]:
-    """Numbers and codes in a reply (`8841-22`, `HAT136`, `$305`, `ZFA04Y`), lower-cased."""
-    return frozenset(m.lower() for m in _ENTITY.findall(text))
+def encode_all(keys: list[list[str]]) -> list[str]:
+    """Each token list as a string of one character per distinct token (the same token, the same
+    character), so rapidfuzz compares token sequences as short strings."""
+    codes = {t: chr(0x10000 + k) for k, t in enumerate(dict.fromkeys(t for key in keys for t in key))}
+    get = codes.__getitem__
+    return ["".join(map(get, key)) for key in keys]
 
 
-def _topic_words(user_text: dict[int, str], turn: int) -> set[str]:
-    """Content tokens of the user messages leading up to (and in) `turn`."""
-    out: set[str] = set()
-    for t in range(turn - TOPIC_TURNS, turn + 1):
-        out.update(tokens(user_text.get(t, "")))
+def _hash_numbers(toks: list[str]) -> list[str]:
+    if not _DIGIT.search("".join(toks)):
+        return toks
+    return [t if t.isalpha() or not _DIGIT.search(t) else "#" for t in toks]
+
+
+def sentence_key(written: list[str]) -> tuple[list[str], tuple[str, ...], list[str], int]:
+    """From a sentence's word units: what it is compared by, the content a short one must share
+    exactly, its content tokens as written, and its number of words.
+
+    A sentence with 4+ content tokens is compared by them. A shorter one ("do you like cars?") is
+    compared by all its words, stop-words included, and matches only a sentence with the same
+    content tokens, so that two short sentences match only when worded alike about the same thing.
+    A sentence with fewer than two content tokens or four words ("sleep tight") is not compared.
+    """
+    words = list(map(stem, written))
+    raw = [s for w, s in zip(written, words) if w not in STOP_WORDS]  # noqa: B905 - same length
+    content = _hash_numbers(raw)
+    if len(content) >= LONG_SENTENCE_TOKENS:
+        return content, (), raw, len(words)
+    if len(content) < MIN_SENTENCE_TOKENS or len(words) < MIN_SHORT_SENTENCE_WORDS:
+        return [], (), raw, len(words)
+    return _hash_numbers(words), tuple(sorted(content)), raw, len(words)
+
+
+def prepare(items: list[Located]) -> list[Reply]:
+    """Each reply's sentences, their encoded keys and the reply's tokens, tokenising each sentence once."""
+    parts = []
+    keys: list[list[str]] = []
+    for item in items:
+        sents = sentence_words(item.text)
+        exact, raw = [], []
+        words = 0
+        for written in sents:
+            key, content, tokens_written, n = sentence_key(written)
+            keys.append(key)
+            exact.append(content)
+            raw += tokens_written
+            words += n
+        whole = _hash_numbers(raw)
+        keys.append(whole if len(whole) >= LONG_SENTENCE_TOKENS else [])
+        parts.append((item, sents, keys[-len(sents) - 1 : -1], exact, raw, words))
+    encoded = encode_all(keys)
+    out = []
+    at = 0
+    for item, sents, sentence_keys, exact, raw, words in parts:
+        end = at + len(sents)
+        out.append(
+            Reply(item, sents, sentence_keys, encoded[at:end], exact, encoded[end], frozenset(raw), words, len(raw))
+        )
+        at = end + 1
     return out
 
 
-def _is_rehash(a: Profile, b: Profile, topic: set[str]) -> bool:
-    """A 0.5-0.8 pair still counts once the user's topic words are set aside."""
-    ta = [t for t in a.tokens if t not in topic]
-    tb = [t for t in b.tokens if t not in topic]
-    if min(len(ta), len(tb)) < MIN_SHARED:
-        return False
-    shared = sum(block.size for block in SequenceMatcher(None, ta, tb, autojunk=False).get_matching_blocks())
-    if shared < MIN_SHARED:
-        return False
-    return similarity(Profile.of_tokens(ta), Profile.of_tokens(tb)) >= REHASH
+def covered_language(prepared: list[Reply]) -> bool:
+    """True when the replies read as English, the language of the stop-words and stemming."""
+    words = sum(r.words for r in prepared)
+    return bool(words) and (words - sum(r.content for r in prepared)) / words >= COVERED_FUNCTION_WORDS
 
 
-def find_repeats(
-    items: list[Located], user_text: dict[int, str], window: int = WINDOW
-) -> tuple[list[Pair], list[Pair], float]:
-    """Return (repeats, neutral pairs, max similarity) for replies long enough to compare.
+@dataclass
+class Context:
+    """What the user (and tools) said, by turn, for the neutral cases."""
 
-    Each repeat pairs reply j with its most similar earlier reply in the window; neutral pairs are
-    similar replies to a repeated user question, which do not count. The max similarity is over
-    every non-neutral pair compared, before the topic check (a conservative gate for the judge).
-    """
-    profiles = [Profile.of(x.text) for x in items]
-    codes = [entities(x.text) for x in items]
+    user: dict[int, str]
+    turns: dict[int, Turn]
+    _inputs: dict[int, frozenset[str]] = field(default_factory=dict)
+    _topics: dict[int, frozenset[str]] = field(default_factory=dict)
+    _user_tokens: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, thread: Thread) -> Context:
+        return cls({t.index: t.user_text for t in thread.turns}, {t.index: t for t in thread.turns})
+
+    def user_tokens(self, turn: int) -> tuple[str, ...]:
+        found = self._user_tokens.get(turn)
+        if found is None:
+            found = self._user_tokens[turn] = tuple(tokens(self.user.get(turn, "")))
+        return found
+
+    def inputs(self, turn: int) -> frozenset[str]:
+        """Content tokens of the turn's user and tool messages (computed when first needed)."""
+        found = self._inputs.get(turn)
+        if found is None:
+            t = self.turns.get(turn)
+            messages = t.messages if t is not None else []
+            found = self._inputs[turn] = frozenset(
+                tok for m in messages if m.role in ("user", "tool") and m.content for tok in tokens(m.content)
+            )
+        return found
+
+    def same_question(self, a: int, b: int) -> bool:
+        ua, ub = self.user.get(a, ""), self.user.get(b, "")
+        if a == b or not ua.strip() or not ub.strip():
+            return False
+        ta, tb = self.user_tokens(a), self.user_tokens(b)
+        if ta == tb:
+            return bool(ta) or ua.strip().lower() == ub.strip().lower()
+        return Indel.normalized_similarity(ta, tb) >= SAME_QUESTION
+
+    def topic(self, turn: int) -> frozenset[str]:
+        """Content tokens of the user's last few messages up to `turn`: echoing them is not repeating."""
+        found = self._topics.get(turn)
+        if found is None:
+            found = self._topics[turn] = frozenset(
+                tok for t in range(turn - TOPIC_TURNS, turn + 1) for tok in self.user_tokens(t)
+            )
+        return found
+
+    def requested(self, turn: int) -> bool:
+        return bool(_RESTATE.search(self.user.get(turn, "")))
+
+    def brought_up(self, first: Located, later: Located) -> frozenset[str]:
+        """Content tokens the user or a tool brought up after `first`, up to `later`'s turn."""
+        turns = range(first.turn + 1, later.turn + 1) if later.turn > first.turn else [later.turn]
+        found: frozenset[str] = frozenset()
+        for t in turns:
+            found |= self.inputs(t)
+        return found
+
+
+def _neutral_kind(first: Reply, later: Reply, ctx: Context, answers_to_same: int) -> str | None:
+    """Why a match of `later` with `first` is not a repeat, or None when it is one."""
+    if ctx.requested(later.item.turn):
+        return "requested"
+    # character pairs of spaceless scripts are too small to show what the user brought up: words of
+    # three or more characters, numbers and codes do
+    new = [
+        t for t in (later.raw - first.raw) & ctx.brought_up(first.item, later.item) if len(t) >= 3 or _DIGIT.search(t)
+    ]
+    if len(new) >= 2 or any(_DIGIT.search(t) for t in new):
+        return "new_details"
+    if ctx.same_question(first.item.turn, later.item.turn) and answers_to_same < 2:
+        return "same_question"
+    return None
+
+
+def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysis:
+    """Find repeating replies: sentence matches against the previous `window` replies.
+
+    Replies with fewer than two content tokens are left out (`compared` lists the others)."""
+    prepared = [r for r in prepare(items) if r.content >= MIN_SENTENCE_TOKENS]
     repeats: list[Pair] = []
     neutral: list[Pair] = []
-    top = 0.0
-    for j, (item, prof) in enumerate(zip(items, profiles, strict=True)):
-        best: Pair | None = None
-        best_neutral: Pair | None = None
-        for i in range(max(0, j - window), j):
-            sim = round(similarity(profiles[i], prof), 4)
-            if sim < REHASH:
-                top = max(top, sim)
+    top = top_sentence = 0.0
+    same_answers: dict[int, int] = {}  # reply index -> how many times its answer was given to one question
+    segments: dict[str, list[int]] = {}
+    segment_text: dict[str, tuple[str, list[str]]] = {}
+    for j, reply in enumerate(prepared):
+        lo = max(0, j - window)
+        earlier = prepared[lo:j]
+        owners = [k for k in range(lo, j) for u in prepared[k].units if u]
+        choices = [u for r in earlier for u in r.units if u]
+        exacts = [e for r in earlier for u, e in zip(r.units, r.exact, strict=True) if u]
+        choice_keys = [k for r in earlier for u, k in zip(r.units, r.keys, strict=True) if u]
+        matched: dict[int, int] = {}  # earlier reply index -> tokens of `reply` it matches
+        rehash: dict[int, float] = {}  # earlier reply index -> similarity of a reworded sentence
+        best_sim: dict[int, float] = {}
+        for sentence, key, unit, exact in zip(reply.sentences, reply.keys, reply.units, reply.exact, strict=True):
+            if not unit:
                 continue
-            pair = Pair(items[i], item, sim)
-            if items[i].turn != item.turn and _same_question(
-                user_text.get(items[i].turn, ""), user_text.get(item.turn, "")
-            ):
-                if best_neutral is None or sim > best_neutral.similarity:
-                    best_neutral = pair
+            if unit not in segments or segments[unit][-1] != reply.item.position:
+                segments.setdefault(unit, []).append(reply.item.position)
+                segment_text.setdefault(unit, (reply.item.text, sentence))
+            if not choices:
                 continue
-            top = max(top, sim)
-            if codes[j] - codes[i]:
-                continue  # new numbers or codes: an answer about something else
-            if sim < NEAR_VERBATIM and not _is_rehash(profiles[i], prof, _topic_words(user_text, items[i].turn)):
+            best = process.extractOne(unit, choices, scorer=Indel.normalized_similarity)
+            if best is None:
                 continue
-            if best is None or sim > best.similarity:
-                best = pair
-        if best is not None:
-            repeats.append(best)
-        elif best_neutral is not None:
-            neutral.append(best_neutral)
-    return repeats, neutral, top
+            top_sentence = max(top_sentence, best[1])
+            if best[1] >= REHASH and courtesy(sentence):
+                continue
+            if best[1] < SENTENCE_MATCH:
+                if best[1] >= REHASH and not exact and _rehash(key, choice_keys[best[2]], reply.item, ctx):
+                    rehash.setdefault(owners[best[2]], best[1])
+                continue
+            hits = [
+                h
+                for h in process.extract(
+                    unit, choices, scorer=Indel.normalized_similarity, score_cutoff=SENTENCE_MATCH, limit=None
+                )
+                if exact == exacts[h[2]]
+            ]
+            for k in {owners[h[2]] for h in hits}:
+                matched[k] = matched.get(k, 0) + len(unit)
+                best_sim[k] = max(best_sim.get(k, 0.0), max(h[1] for h in hits if owners[h[2]] == k))
+        whole_best: tuple[int, float] | None = None
+        if reply.whole and earlier:
+            hit = process.extractOne(reply.whole, [r.whole for r in earlier], scorer=Indel.normalized_similarity)
+            if hit is not None:
+                whole_best = (lo + hit[2], hit[1])
+                top = max(top, hit[1])
+        if (
+            whole_best is not None
+            and whole_best[1] >= NEAR_VERBATIM
+            and not all(courtesy(words) for words in reply.sentences)
+        ):
+            k = whole_best[0]
+            matched[k] = max(matched.get(k, 0), round(reply.size * whole_best[1]))
+            best_sim[k] = max(best_sim.get(k, 0.0), whole_best[1])
+        if not reply.size:
+            continue
+        if not matched:
+            pair = _rehash_pair(reply, prepared, rehash, ctx, same_answers)
+            if pair is not None:
+                repeats.append(pair)
+            continue
+        pair = _classify(j, reply, prepared, matched, best_sim, ctx, same_answers)
+        if pair is None:
+            continue
+        (neutral if pair.kind in ("same_question", "requested", "new_details") else repeats).append(pair)
+    return Analysis(
+        repeats,
+        neutral,
+        round(top, 4),
+        round(top_sentence, 4),
+        _segments(segments, segment_text),
+        covered_language(prepared),
+        [r.item for r in prepared],
+    )
+
+
+def _rehash(unit: list[str], other: list[str], item: Located, ctx: Context) -> bool:
+    """A reworded sentence: 3+ shared tokens once the words the user just brought up are set aside."""
+    topic = ctx.topic(item.turn)
+    a = [t for t in unit if t not in topic]
+    b = [t for t in other if t not in topic]
+    if min(len(a), len(b)) < MIN_SHARED:
+        return False
+    shared = len(set(a) & set(b))
+    return shared >= MIN_SHARED and Indel.normalized_similarity(a, b) >= REHASH
+
+
+def _rehash_pair(
+    reply: Reply, prepared: list[Reply], rehash: dict[int, float], ctx: Context, same_answers: dict[int, int]
+) -> Pair | None:
+    for k in sorted(rehash, key=lambda i: -rehash[i]):
+        if _neutral_kind(prepared[k], reply, ctx, same_answers.get(k, 1)) is None:
+            return Pair(prepared[k].item, reply.item, round(rehash[k], 4), 0.0, "rehash", [prepared[k].item.position])
+    return None
+
+
+def _classify(
+    j: int,
+    reply: Reply,
+    prepared: list[Reply],
+    matched: dict[int, int],
+    best_sim: dict[int, float],
+    ctx: Context,
+    same_answers: dict[int, int],
+) -> Pair | None:
+    """The pair for reply j: a repeat, a neutral echo, or None when the overlap is too small."""
+    size = reply.size
+    counted: dict[int, int] = {}
+    first_neutral: tuple[int, str] | None = None
+    for k, n in matched.items():
+        kind = _neutral_kind(prepared[k], reply, ctx, same_answers.get(k, 1))
+        if kind is None:
+            counted[k] = n
+        elif first_neutral is None or n > matched[first_neutral[0]]:
+            first_neutral = (k, kind)
+    if counted:
+        k = max(counted, key=lambda i: (counted[i], i))
+        share = min(1.0, sum(counted.values()) / size)
+        if share >= NEAR_VERBATIM:
+            kind = "near_verbatim"
+        elif share >= PART_SHARE or max(counted.values()) >= PART_SENTENCE_TOKENS:
+            kind = "sentence"
+        else:
+            return None
+        return Pair(
+            prepared[k].item,
+            reply.item,
+            round(best_sim[k], 4),
+            round(share, 4),
+            kind,
+            sorted(prepared[i].item.position for i in counted),
+        )
+    if first_neutral is None:
+        return None
+    k, kind = first_neutral
+    share = min(1.0, matched[k] / size)
+    if share < PART_SHARE and matched[k] < PART_SENTENCE_TOKENS:
+        return None
+    if kind == "same_question":
+        same_answers[j] = same_answers.get(k, 1) + 1
+    return Pair(prepared[k].item, reply.item, round(best_sim[k], 4), round(share, 4), kind, [prepared[k].item.position])
+
+
+def _segments(positions: dict[str, list[int]], text: dict[str, tuple[str, list[str]]]) -> list[dict[str, Any]]:
+    """Sentences whose normalised form occurs in two or more replies."""
+    out = [
+        {"text": _sentence_text(*text[u])[:200], "count": len(p), "positions": p}
+        for u, p in positions.items()
+        if len(p) >= 2
+    ]
+    out.sort(key=lambda s: (-s["count"], s["positions"][0]))
+    return out[:MAX_SEGMENTS]
+
+
+def _sentence_text(reply: str, words: list[str]) -> str:
+    """The sentence of `reply` as written whose word units are `words`."""
+    return next((s for s in sentences(reply) if word_units(s) == words), " ".join(words))
 
 
 def verdict(repeats: list[Pair], items: list[Located]) -> str:
     """Map repeats to none/minor/partial/mostly/fully, weighing the end of the thread."""
     if not repeats:
         return "none"
-    near = {p.repeat.position for p in repeats if p.similarity >= NEAR_VERBATIM}
+    near = {p.repeat.position for p in repeats if p.kind == "near_verbatim"}
     if not near:
         return "minor"
     last = [x.position for x in items[-2:]]
     if len(last) == 2 and all(pos in near for pos in last):
         return "fully"
-    if last[-1] in near:
+    if last[-1] in near and (len(near) >= 2 or len(repeats) >= FREQUENT * len(items)):
         return "mostly"
     return "partial"
 
 
-def repeated_segments(items: list[Located]) -> list[dict[str, Any]]:
-    """Sentences (3+ content tokens) whose normalised form occurs in two or more replies."""
-    seen: dict[tuple[str, ...], list[Located]] = defaultdict(list)
-    first_text: dict[tuple[str, ...], str] = {}
-    for item in items:
-        keys_here: set[tuple[str, ...]] = set()
-        for sentence in sentences(item.text):
-            key = tuple(tokens(sentence))
-            if len(key) < MIN_SEGMENT_TOKENS or key in keys_here:
-                continue
-            keys_here.add(key)
-            seen[key].append(item)
-            first_text.setdefault(key, sentence)
-    out = [
-        {"text": first_text[key][:200], "count": len(hits), "positions": [h.position for h in hits]}
-        for key, hits in seen.items()
-        if len(hits) >= 2
-    ]
-    out.sort(key=lambda s: (-s["count"], s["positions"][0]))
-    return out[:MAX_SEGMENTS]
+def user_repeats(ctx: Context, turns: list[int]) -> list[int]:
+    """User turns that ask again what one of the previous few user turns asked."""
+    out = []
+    for n, t in enumerate(turns):
+        mine = ctx.user_tokens(t)
+        earlier = turns[max(0, n - USER_WINDOW) : n]
+        if not earlier:
+            continue
+        if mine:
+            hit = process.extractOne(
+                mine,
+                [ctx.user_tokens(u) for u in earlier],
+                scorer=Indel.normalized_similarity,
+                score_cutoff=SAME_QUESTION,
+            )
+            if hit is not None:
+                out.append(t)
+        elif any(ctx.same_question(u, t) for u in earlier):
+            out.append(t)
+    return out
 
 
 class Repetition(MetricBase):
-    """Thread-scope lexical repetition between assistant replies (V5− labels)."""
+    """Thread-scope repetition between assistant replies, sentence by sentence (V5−)."""
 
     name = NAME
     version = VERSION
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
-    description = "Assistant replies that repeat earlier replies without progress (lexical, V5−)."
+    description = "Assistant replies that repeat what earlier replies said, in any script (V5−)."
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         all_replies = replies(thread)
         if not all_replies:
             return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
-        items = [x for x in all_replies if len(tokens(x.text)) >= MIN_TOKENS]
+        ctx = Context.of(thread)
+        found = analyse(all_replies, ctx)
+        items = found.compared
         if len(items) < 2:
-            return [not_applicable(NAME, f"fewer than two replies with {MIN_TOKENS}+ content words", version=VERSION)]
-        repeats, neutral, top = find_repeats(items, user_text_by_turn(thread))
-        label = verdict(repeats, items)
-        repeated = sorted(p.repeat.position for p in repeats)
+            return [
+                not_applicable(
+                    NAME, f"fewer than two replies with {MIN_SENTENCE_TOKENS}+ content words", version=VERSION
+                )
+            ]
+        label = verdict(found.repeats, items)
         evidence = {
-            "repeated_messages": repeated,
-            "repeated_turns": sorted({p.repeat.turn for p in repeats}),
-            "pairs": [p.as_evidence() for p in repeats],
-            "neutral_pairs": [p.as_evidence() for p in neutral],
-            "max_similarity": round(top, 4),
-            "repeated_segments": repeated_segments(items),
+            "repeated_messages": sorted(p.repeat.position for p in found.repeats),
+            "repeated_turns": sorted({p.repeat.turn for p in found.repeats}),
+            "pairs": [p.as_evidence() for p in found.repeats],
+            "neutral_pairs": [p.as_evidence() for p in found.neutral],
+            "max_similarity": found.max_similarity,
+            "max_sentence_similarity": found.max_sentence_similarity,
+            "repeated_segments": found.segments,
+            "user_repeats": user_repeats(ctx, [t.index for t in thread.turns if t.user_text.strip()]),
+            "language_covered": found.language_covered,
             "replies_compared": len(items),
         }
         return [
@@ -216,7 +543,7 @@ class Repetition(MetricBase):
                 threshold=self.spec.threshold,
                 scope=Scope.THREAD,
                 label=label,
-                reason=_reason(label, repeats, len(items), top),
+                reason=_reason(label, found.repeats, len(items), found.max_similarity),
                 evidence=evidence,
                 version=VERSION,
             )
@@ -226,9 +553,9 @@ class Repetition(MetricBase):
 def _reason(label: str, repeats: list[Pair], n: int, top: float) -> str:
     if label == "none":
         return f"no reply repeats an earlier one (max similarity {top:.2f} over {n} replies)"
-    near = sum(p.similarity >= NEAR_VERBATIM for p in repeats)
+    near = sum(p.kind == "near_verbatim" for p in repeats)
     tail = {
-        "minor": "only loose rehashes",
+        "minor": "only single sentences come back",
         "partial": "the last reply is new",
         "mostly": "the last reply is a near-verbatim repeat",
         "fully": "the last two replies are near-verbatim repeats",

@@ -31,10 +31,15 @@ class Slot:
     bare: re.Pattern[str] | None = None
     #: words in an ask that mean a different value of this kind is wanted (another booking, a return date)
     other: re.Pattern[str] | None = None
+    #: how an assistant names the slot in Spanish, French, German, Portuguese or Italian
+    asked_as_elsewhere: re.Pattern[str] | None = None
 
 
 _ID = r"#?\s*((?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,24})"
-_IS = r"(?:\s*(?:is|was|=|:|-|of|no\.?|number|num|#)\s*)*"
+_IS = (
+    r"(?:\s*(?:is|was|=|:|-|of|no\.?|number|num|#|es|era|est|ist|lautet|war|é|è|n[º°o]\.?|n[uú]mero|num[ée]ro"
+    r"|nummer|numero|de|del|do|da|di)\s*)*"
+)
 
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 _PHONE = re.compile(r"(?<![\w-])\+?\d{0,3}[\s.-]?\(?\d{3}\)?[\s.-]?\d{3}[\s.-]?\d{4}(?![\w-])")
@@ -49,7 +54,11 @@ _DATE = re.compile(
     rf"|{_MONTH}\.?\s+{_DAY}{_YEAR}|{_DAY}\s+(?:of\s+)?{_MONTH}{_YEAR})\b",
     _I,
 )
-_BIRTH_CONTEXT = re.compile(r"\b(?:born|birth|birthday|dob|d\.o\.b)\b", _I)
+_BIRTH_CONTEXT = re.compile(
+    r"\b(?:born|birth|birthday|dob|d\.o\.b|nacimiento|nac[ií]|naissance|née?|geburt\w*|geboren|nascimento|nasci"
+    r"|nascita|nat[oa])\b",
+    _I,
+)
 _USER_ID_SHAPE = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{2,}\b")
 _RESERVATION_SHAPE = re.compile(r"\b(?![A-Z]{3}\d{3}\b)(?:(?=[A-Z]*\d)(?=\d*[A-Z])[A-Z0-9]{5,8}|[A-Z]{6})\b")
 _CODE_WITH_DIGIT = re.compile(r"#?\b(?=[A-Za-z0-9-]*\d)[A-Za-z0-9][A-Za-z0-9-]{2,24}\b")
@@ -65,53 +74,102 @@ SLOTS: tuple[Slot, ...] = (
     Slot(
         "order_number",
         re.compile(r"\border\s*(?:number|#|id\b|no\b)", _I),
-        keyed=(re.compile(rf"\border{_IS}#?\s*((?=[A-Za-z0-9-]*\d)[A-Za-z0-9][A-Za-z0-9-]{{4,24}})\b", _I),),
+        keyed=(
+            re.compile(
+                rf"\b(?:order|pedido|orden|commande|bestellung|bestellnummer|ordine){_IS}#?\s*"
+                r"((?=[A-Za-z0-9-]*\d)[A-Za-z0-9][A-Za-z0-9-]{4,24})\b",
+                _I,
+            ),
+        ),
         bare=_CODE_WITH_DIGIT,
+        asked_as_elsewhere=re.compile(
+            r"\bn[uú]mero\s+d[eo]\s+(?:pedido|orden)|\bnum[ée]ro\s+de\s+commande|\bbestell(?:nummer|-?nr)"
+            r"|\bnumero\s+(?:d'ordine|dell'ordine)",
+            _I,
+        ),
     ),
     Slot(
         "email",
         re.compile(r"\be-?mail\b", _I),
         shaped=_EMAIL,
+        asked_as_elsewhere=re.compile(
+            r"\bcorreo(?:\s+electr[oó]nico)?\b|\bcourriel\b|\be-?mail-?adresse\b|\bposta\s+elettronica\b",
+            _I,
+        ),
     ),
     Slot(
         "phone",
         re.compile(r"\b(?:phone|mobile|telephone|cell)(?:\s*number)?\b|\bcontact number\b", _I),
         shaped=_PHONE,
+        asked_as_elsewhere=re.compile(
+            r"\btel[ée]fono\b|\bcelular\b|\bm[oó]vil\b|\bt[ée]l[ée]phone\b|\btelefon(?:nummer)?\b|\bhandynummer\b"
+            r"|\btelefone\b|\btelefono\b|\bcellulare\b",
+            _I,
+        ),
     ),
     Slot(
         "zip",
         re.compile(r"\bzip(?:\s*code)?\b|\bpost(?:al)?\s*code\b", _I),
         keyed=(re.compile(rf"\b(?:zip(?:\s*code)?|post(?:al)?\s*code){_IS}({_ZIP})\b", _I),),
         bare=_ZIP_SHAPE,
+        asked_as_elsewhere=re.compile(
+            r"\bc[oó]digo\s+postal\b|\bcode\s+postal\b|\bpostleitzahl\b|\bcodice\s+postale\b",
+            _I,
+        ),
     ),
     Slot(
         "date_of_birth",
         re.compile(r"\bdate of birth\b|\bbirth\s*date\b|\bbirthday\b|\bdob\b", _I),
         bare=_DATE,
         other=_PEOPLE,
+        asked_as_elsewhere=re.compile(
+            r"\bfecha\s+de\s+nacimiento\b|\bdate\s+de\s+naissance\b|\bgeburtsdatum\b|\bdata\s+de\s+nascimento\b"
+            r"|\bdata\s+di\s+nascita\b",
+            _I,
+        ),
     ),
     Slot(
         "date",
-        re.compile(r"\bdates?\b(?!\s+of\s+birth)", _I),
+        re.compile(r"\bdates?\b(?!\s+(?:of\s+birth|de\s+naissance))", _I),
         shaped=_DATE,
         other=re.compile(
             r"\b(?:return|returning|departure|depart|travel|flight|trip|check-?in|check-?out|delivery|arrival|"
             r"expir\w*|preferred|desired|start|end)\b",
             _I,
         ),
+        asked_as_elsewhere=re.compile(
+            r"\bfechas?\b(?!\s+de\s+nacimiento)|\bdatum\b",
+            _I,
+        ),
     ),
     Slot(
         "user_id",
         re.compile(r"\buser\s*-?\s*(?:id|name)\b|\busername\b|\blogin\b", _I),
-        keyed=(re.compile(rf"\b(?:user\s*-?\s*id|user\s*name|login){_IS}((?=[\w.@-]*[\d_])[\w.@-]*\w)", _I),),
+        keyed=(
+            re.compile(
+                r"\b(?:user\s*-?\s*id|user\s*name|login|usuario|identifiant|benutzer(?:name|-?id)?|usu[aá]rio|utente)"
+                rf"{_IS}((?=[\w.@-]*[\d_])[\w.@-]*\w)",
+                _I,
+            ),
+        ),
         shaped=_USER_ID_SHAPE,
         bare=re.compile(r"\b[\w.-]*[\d_][\w.-]*\b"),
+        asked_as_elsewhere=re.compile(
+            r"\b(?:id|identificador|nombre)\s+de\s+usuario\b|\bidentifiant\b|\bnom\s+d'utilisateur\b"
+            r"|\bbenutzer(?:name|-?id|kennung)\b|\b(?:id|nome)\s+de\s+usu[aá]rio\b|\b(?:id|nome)\s+utente\b",
+            _I,
+        ),
     ),
     Slot(
         "account_id",
         re.compile(r"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no)\b", _I),
         keyed=(re.compile(rf"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no\.?|#){_IS}{_ID}", _I),),
         bare=_CODE_WITH_DIGIT,
+        asked_as_elsewhere=re.compile(
+            r"\bn[uú]mero\s+de\s+(?:cuenta|cliente|socio)\b|\bnum[ée]ro\s+de\s+(?:compte|client)\b"
+            r"|\b(?:konto|kunden)nummer\b|\bn[uú]mero\s+da\s+conta\b|\bnumero\s+di\s+conto\b",
+            _I,
+        ),
     ),
     Slot(
         "reservation_id",
@@ -120,21 +178,49 @@ SLOTS: tuple[Slot, ...] = (
             r"|\bconfirmation\s*(?:number|code)\b|\bpnr\b",
             _I,
         ),
-        keyed=(re.compile(r"\b(?:reservation|booking|confirmation|pnr)s?\b[^.?!\n]*", _I),),
+        keyed=(
+            re.compile(
+                r"\b(?:reservation|booking|confirmation|pnr|reserva|localizador|r[ée]servation|buchung\w*"
+                r"|reservierung\w*|prenotazione)s?\b[^.?!\n]*",
+                _I,
+            ),
+        ),
         bare=_RESERVATION_SHAPE,
+        asked_as_elsewhere=re.compile(
+            r"\b(?:c[oó]digo|n[uú]mero)\s+d[ea]\s+(?:reserva|confirmaci[oó]n)\b|\blocalizador\b"
+            r"|\b(?:num[ée]ro|code)\s+de\s+(?:r[ée]servation|confirmation)\b|\b(?:buchungs|reservierungs)(?:nummer|code)\b"
+            r"|\b(?:codice|numero)\s+(?:di\s+)?prenotazione\b",
+            _I,
+        ),
     ),
     Slot(
         "tracking_number",
         re.compile(r"\btracking\s*(?:number|id|code)\b", _I),
         keyed=(re.compile(rf"\btracking\s*(?:number|id|code)?{_IS}{_ID}", _I),),
         bare=_CODE_WITH_DIGIT,
+        asked_as_elsewhere=re.compile(
+            r"\bn[uú]mero\s+de\s+(?:seguimiento|rastreo|rastreamento)\b|\bnum[ée]ro\s+de\s+suivi\b|\bsendungsnummer\b"
+            r"|\bnumero\s+di\s+tracciamento\b",
+            _I,
+        ),
     ),
     Slot(
         "name",
         re.compile(r"\byour\s+(?:full\s+|first\s+|last\s+)?name\b|\bwho am i speaking with\b", _I),
-        keyed=(re.compile(r"\b(?i:my name is|my name's|call me)\s+([A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+){0,3})"),),
+        keyed=(
+            re.compile(
+                r"\b(?i:my name is|my name's|call me|me llamo|mi nombre es|je m'appelle|mon nom est|ich heiße"
+                r"|mein name ist|meu nome é|me chamo|mi chiamo|il mio nome è)"
+                r"\s+([A-ZÁÉÍÓÚÑ][a-záéíóúñüç'-]+(?:\s+[A-ZÁÉÍÓÚÑ][a-záéíóúñüç'-]+){0,3})"
+            ),
+        ),
         bare=_NAME_SHAPE,
         other=_PEOPLE,
+        asked_as_elsewhere=re.compile(
+            r"\b(?:su|tu)\s+nombre(?:\s+completo)?\b|\bcon\s+qui[eé]n\s+hablo\b|\bvotre\s+nom\b|\bihren?\s+namen?\b"
+            r"|\b(?:seu|teu)\s+nome\b|\bil\s+(?:suo|tuo)\s+nome\b",
+            _I,
+        ),
     ),
 )
 
@@ -142,7 +228,14 @@ SLOT_BY_NAME = {s.name: s for s in SLOTS}
 
 #: cheap pre-filters: a sentence that fails them cannot name a slot / give a value
 _ANY_SLOT_NAME = re.compile("|".join(f"(?:{s.asked_as.pattern})" for s in SLOTS), _I)
-_MAYBE_VALUE = re.compile(r"\d|@|\b(?i:reservation|booking|confirmation|pnr|name|call me|user|login)", 0)
+_ANY_SLOT_NAME_ELSEWHERE = re.compile(
+    "|".join(f"(?:{s.asked_as_elsewhere.pattern})" for s in SLOTS if s.asked_as_elsewhere is not None), _I
+)
+_MAYBE_VALUE = re.compile(
+    r"\d|@|\b(?i:reservation|booking|confirmation|pnr|name|call me|user|login|reserva|localizador|llamo|nombre"
+    r"|usuario|r[ée]servation|appelle|nom\b|buchung|reservierung|heiße|prenotazione|chiamo|chamo|usu[aá]rio|utente)",
+    0,
+)
 
 #: sentence markers that turn a slot mention into a direct request for it
 REQUEST = re.compile(
@@ -151,18 +244,55 @@ REQUEST = re.compile(
     r"|let me know|double[- ]check|check|verify|re-?enter|re-?type)"
     r"|\bwhat(?:'s|\s+is|\s+was|\s+are)\s+(?:your|the)\b"
     r"|\bmay i (?:have|get|ask)\b"
-    r"|^\W*(?:and\s+|also\s+|so\s+)?(?:what|which)\b[^?]*\?\s*$"
-    r"|\blet me know\s+(?:your|the)\b",
+    r"|^\W*(?:and\s+|also\s+|so\s+|y\s+)?(?:what|which|cu[aá]l|qu[ée]|quel(?:le)?|welche[rs]?|qual|quale)\b[^?]*\?\s*$"
+    r"|\blet me know\s+(?:your|the)\b"
+    # es
+    r"|\b(?:me\s+)?(?:podr[ií]as?|puedes?|puede\s+usted)\s+(?:por favor\s+)?(?:me\s+)?(?:indicar|dar|proporcionar|facilitar"
+    r"|compartir|confirmar|decir|enviar|escribir|verificar)\w*"
+    r"|\bpor\s+favor,?\s+(?:ind[ií]que|proporcione|env[ií]e|comparta|facilite|d[ée]me|dime|confirme|escriba)\w*"
+    r"|\b(?:ind[ií]queme|proporci[oó]neme|facil[ií]teme|d[ií]game|comp[aá]rtame|ind[ií]came|dame)\b"
+    r"|\bcu[aá]l\s+es\s+(?:su|tu|el|la)\b"
+    # fr
+    r"|\bpourriez-vous\s+(?:me\s+)?(?:donner|fournir|indiquer|communiquer|confirmer|envoyer)"
+    r"|\bquel(?:le)?\s+est\s+votre\b|\b(?:merci\s+de|veuillez)\s+(?:me\s+)?(?:donner|fournir|indiquer|communiquer"
+    r"|saisir|confirmer)"
+    # de
+    r"|\bkönnten\s+sie\s+mir\s+(?:bitte\s+)?(?:\S+\s+){0,3}?(?:geben|nennen|mitteilen|schicken|bestätigen)"
+    r"|\bwie\s+lautet\s+ihre?\b|\bwas\s+ist\s+ihre?\b|\bbitte\s+(?:geben|nennen|teilen)\s+sie"
+    # pt
+    r"|\b(?:poderia|pode|podes)\s+(?:me\s+)?(?:informar|dar|fornecer|passar|confirmar|enviar|indicar)\w*"
+    r"|\bqual\s+(?:é\s+)?(?:o\s+seu|a\s+sua)\b|\bpor\s+favor,?\s+(?:informe|forneça|envie|indique|confirme)"
+    # it
+    r"|\b(?:potrebbe|può|potresti|puoi)\s+(?:per favore\s+)?(?:darmi|fornirmi|indicarmi|comunicarmi|confermar\w*"
+    r"|inviarmi|dirmi)|\bqual\s*(?:è|'è)\s+(?:il|la)\s+(?:suo|sua|tuo|tua)\b"
+    r"|\bper\s+favore,?\s+(?:mi\s+)?(?:indichi|fornisca|invii|confermi)",
     _I,
 )
 #: a statement of what is needed ("I'll need your user ID"): an ask, but a weaker one
-NEED = re.compile(r"\b(?:i'?ll|i will|i'd|i would|we'?ll|we will|i|we)\s+(?:also\s+|still\s+)?need\b", _I)
+NEED = re.compile(
+    r"\b(?:i'?ll|i will|i'd|i would|we'?ll|we will|i|we)\s+(?:also\s+|still\s+)?need\b"
+    r"|\b(?:necesito|necesitar[ée]|necesitamos)\b|\bj'ai\s+besoin\b|\bich\s+(?:benötige|brauche)\b"
+    r"|\b(?:preciso|precisarei|precisamos)\b|\bho\s+bisogno\b",
+    _I,
+)
 _QUESTION = re.compile(r"\?\s*$")
-_REQUEST_VERB = re.compile(r"\b(?:provide|share|give|tell|send|enter|type|specify|know|have|confirm)\b", _I)
-_OFFER = re.compile(r"\bwould you like\b|\bdo you want\b|\bshall i\b", _I)
+_REQUEST_VERB = re.compile(
+    r"\b(?:provide|share|give|tell|send|enter|type|specify|know|have|confirm)\b"
+    r"|\b(?:proporcion|indic|facilit|d[ae]r|confirm|envi|compart|escrib|fourni|donn|communiqu|geben|nennen|mitteilen"
+    r"|inform|fornec|pass|fornir|comunic)\w*",
+    _I,
+)
+_OFFER = re.compile(
+    r"\bwould you like\b|\bdo you want\b|\bshall i\b|\ble\s+gustar[ií]a\b|\b(?:quiere|desea)\b|\bvoulez-vous\b"
+    r"|\bsouhaitez-vous\b|\bmöchten\s+sie\b|\b(?:gostaria|deseja)\b|\b(?:vuole|desidera)\b",
+    _I,
+)
 #: a qualifier that means a different value of the same kind is wanted (another booking, a new date)
 OTHER_VALUE = re.compile(
-    r"\b(?:other|another|new|different|additional|second|next|remaining|alternative|correct)\b", _I
+    r"\b(?:other|another|new|different|additional|second|next|remaining|alternative|correct"
+    r"|otr[oa]s?(?!\s+vez)|(?<!\bde\s)nuev[oa]s?|diferente|adicional|segund[oa]|autre|(?<!\bde\s)nouve(?:au|lle)|différente?|andere[nrs]?|neue[nrs]?"
+    r"|outr[oa](?!\s+vez)|(?<!\bde\s)nov[oa]|altr[oa](?!\s+volta)|nuov[oa]|divers[oa])\b",
+    _I,
 )
 #: words that make an ask echoing the known value a confirmation
 CONFIRM = re.compile(
@@ -177,15 +307,46 @@ NOT_FOUND = re.compile(
     r"|wrong|misunderstanding|mix-?up)\b",
     _I,
 )
+NOT_FOUND_ELSEWHERE = re.compile(
+    r"\b(?:no\s+(?:se\s+)?(?:encontr\w*|pud[eo]\s+encontrar|existe|coincide)|inv[aá]lid[oa]|incorrect[oa]|introuvable"
+    r"|n'existe\s+pas|nicht\s+gefunden|ungültig|falsch|não\s+(?:foi\s+)?encontrad[oa]|non\s+(?:è\s+stat[oa]\s+)?trovat[oa]"
+    r"|non\s+valid[oa]|errat[oa])\b",
+    _I,
+)
 USER_CORRECTION = re.compile(r"\b(?:typo|mistake|wrong|incorrect|mistyped|sorry,? i meant|i meant)\b", _I)
+USER_CORRECTION_ELSEWHERE = re.compile(
+    r"\b(?:me\s+equivoqu[ée]|equivocad[oa]|quise\s+decir|je\s+me\s+suis\s+tromp[ée]e?|vertippt|me\s+enganei|errei"
+    r"|mi\s+sono\s+sbagliat[oa])\b",
+    _I,
+)
 #: a user taking a value back: "I don't have the reservation ID", "that was the wrong number"
 USER_RETRACTION = re.compile(
     r"\b(?:do(?:n'?t| not)\s+(?:have|know|remember|recall)|can(?:'?t|not)\s+(?:find|remember|recall)|forgot|"
     r"not sure|wrong|incorrect|mistake|typo)\b",
     _I,
 )
+USER_RETRACTION_ELSEWHERE = re.compile(
+    r"\b(?:no\s+(?:tengo|s[ée]|recuerdo)|olvid[ée]|no\s+estoy\s+segur[oa]|je\s+n'ai\s+pas|ich\s+habe\s+keine"
+    r"|não\s+tenho|não\s+sei|non\s+ho|non\s+so)\b",
+    _I,
+)
 _SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+|\n+")
 _NORMALISE_VALUE = re.compile(r"[^a-z0-9@]")
+
+
+def not_found(text: str, *, elsewhere: bool = False) -> bool:
+    """The text says a value was not found, is invalid or wrong; `elsewhere` adds the other languages."""
+    return bool(NOT_FOUND.search(text) or (elsewhere and NOT_FOUND_ELSEWHERE.search(text)))
+
+
+def user_corrects(text: str, *, elsewhere: bool = False) -> bool:
+    """The user says a value they gave was wrong ("typo", "I meant")."""
+    return bool(USER_CORRECTION.search(text) or (elsewhere and USER_CORRECTION_ELSEWHERE.search(text)))
+
+
+def user_retracts(text: str, *, elsewhere: bool = False) -> bool:
+    """The user takes a value back ("I don't have the reservation ID", "that was the wrong number")."""
+    return bool(USER_RETRACTION.search(text) or (elsewhere and USER_RETRACTION_ELSEWHERE.search(text)))
 
 
 def norm_value(value: str) -> str:
@@ -258,11 +419,18 @@ def bare_value(slot_name: str, text: str) -> str | None:
     return value
 
 
-def named_slots(text: str) -> list[str]:
-    """Slots a text mentions by name (`order number`, `email`, ...)."""
-    if not _ANY_SLOT_NAME.search(text):
+def named_slots(text: str, *, elsewhere: bool = False) -> list[str]:
+    """Slots a text mentions by name (`order number`, `email`, ...); `elsewhere` adds the other languages."""
+    english = bool(_ANY_SLOT_NAME.search(text))
+    other = elsewhere and bool(_ANY_SLOT_NAME_ELSEWHERE.search(text))
+    if not (english or other):
         return []
-    return [s.name for s in SLOTS if s.asked_as.search(text)]
+    return [
+        s.name
+        for s in SLOTS
+        if (english and s.asked_as.search(text))
+        or (other and s.asked_as_elsewhere is not None and s.asked_as_elsewhere.search(text))
+    ]
 
 
 def is_request(sentence: str) -> bool:
@@ -272,9 +440,9 @@ def is_request(sentence: str) -> bool:
     return bool(_QUESTION.search(sentence) and _REQUEST_VERB.search(sentence) and not _OFFER.search(sentence))
 
 
-def asked_slots(sentence: str) -> list[str]:
+def asked_slots(sentence: str, *, elsewhere: bool = False) -> list[str]:
     """Slots a single assistant sentence asks for (a slot mention plus a request or need marker)."""
-    named = named_slots(sentence)
+    named = named_slots(sentence, elsewhere=elsewhere)
     if not named:
         return []
     if "date_of_birth" in named and "date" in named:

@@ -1,9 +1,12 @@
 """`repetitive_pattern` (seed 000, L6): is the assistant stuck repeating itself? One judge call, V5−.
 
 The deterministic `repetition` and `refusal_loop` results go into the instructions as hints, and
-they gate the call: when both are `none`, the closest pair of replies is below 0.35 similarity and
-no tool call repeats with the same arguments, the judge is not asked (status `skipped`). Lexical
-checks miss paraphrases, so anything short of that clean picture goes to the judge.
+they gate the call. The judge is not asked (status `skipped`) only when the deterministic tier is
+confident there is nothing to find: both are `none`; the closest pair of replies and the closest
+pair of sentences from different replies are below 0.35 similarity (replies that paraphrase each
+other share some words); no user turn repeats an earlier one; the replies are in the language the
+tier's word lists cover; and no tool call repeats with the same arguments. Lexical checks miss
+paraphrases, so anything short of that clean picture goes to the judge.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from tracing_eval.metrics.judged.transcript import json_string
 from tracing_eval.model import MetricResult, Status, Thread, not_applicable
 
 NAME = "repetitive_pattern"
-VERSION = "2"
+VERSION = "3"
 GATE_MAX_SIMILARITY = 0.35
 MAX_HINT_SEGMENTS = 5
 
@@ -88,6 +91,9 @@ def lexical_evidence(thread: Thread, ctx: JudgeContext) -> dict[str, Any]:
         out["repetition"] = rep.label if rep.status == Status.OK else rep.status.value
         if rep.status == Status.OK:
             out["max_similarity"] = rep.evidence.get("max_similarity")
+            out["max_sentence_similarity"] = rep.evidence.get("max_sentence_similarity")
+            out["user_repeats"] = rep.evidence.get("user_repeats")
+            out["language_covered"] = rep.evidence.get("language_covered")
             out["repeated_messages"] = rep.evidence.get("repeated_messages", [])
             out["repeated_segments"] = rep.evidence.get("repeated_segments", [])[:MAX_HINT_SEGMENTS]
     loop = ctx.deterministic_result("refusal_loop")
@@ -100,19 +106,25 @@ def lexical_evidence(thread: Thread, ctx: JudgeContext) -> dict[str, Any]:
 
 
 def skip_reason(lexical: dict[str, Any]) -> str | None:
-    """Why the judge need not be asked, or None when it must be."""
+    """Why the judge need not be asked, or None when it must be (any signal missing: ask)."""
     similarity = lexical.get("max_similarity")
+    sentence = lexical.get("max_sentence_similarity")
     clean = (
         lexical.get("repetition") == "none"
         and lexical.get("refusal_loop") == "none"
         and isinstance(similarity, int | float)
         and similarity < GATE_MAX_SIMILARITY
+        and isinstance(sentence, int | float)
+        and sentence < GATE_MAX_SIMILARITY
+        and lexical.get("user_repeats") == []
+        and lexical.get("language_covered") is True
         and not lexical["repeated_tool_calls"]
     )
     if not clean:
         return None
     return (
-        f"lexical checks found no repetition (max similarity {similarity:.2f} < {GATE_MAX_SIMILARITY}), "
+        f"lexical checks found no repetition (max similarity {max(similarity, sentence):.2f} < "
+        f"{GATE_MAX_SIMILARITY} between replies and between their sentences), no repeated user turn, "
         "no refusal loop and no repeated tool call; the judge was not asked"
     )
 
