@@ -83,12 +83,7 @@ EDGE_CASES = [
 
 def _workload_traces() -> list[list[Span]]:
     """The benchmark's conversations: both conventions, growing histories, tool calls."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    import workload
-
+    from bench import workload
     from connectors.otlp.decode import PROTOBUF, decompress
 
     wl = workload.build(6, 10)
