@@ -11,7 +11,7 @@ from __future__ import annotations
 EXTRAS: dict[str, tuple[str, ...]] = {
     "postgres": ("asyncpg",),
     "langfuse": ("langfuse",),
-    "otlp-sink": ("opentelemetry.sdk", "opentelemetry.exporter"),
+    "otlp-sink": ("opentelemetry.sdk",),
 }
 
 
