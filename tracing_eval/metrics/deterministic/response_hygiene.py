@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from functools import lru_cache
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS
@@ -38,6 +39,8 @@ PLACEHOLDER = re.compile(
     r"|\[(?:YOUR|CUSTOMER|USER|COMPANY|PRODUCT)[ _](?:NAME|EMAIL|PHONE|ADDRESS|COMPANY)\]"
     r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b",
 )
+#: every PLACEHOLDER match holds one of these: a cheap gate before stripping code and searching
+_MAYBE_PLACEHOLDER = re.compile(r"[{}$\[<]|undefined|null|None|NaN")
 WHOLE_PLACEHOLDER = re.compile(r"^\s*(?:none|null|undefined|nan|nil|\[\]|\{\})\s*$", re.IGNORECASE)
 #: words a finished English sentence almost never ends on (prepositions and pronouns can)
 DANGLING_WORDS = frozenset("a an the and or but nor because than my your our their its whose".split())
@@ -74,6 +77,7 @@ def truncated(text: str, finish_reason: str | None) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def script_of(text: str) -> str | None:
     """The dominant Unicode script of the letters in `text`, when there are enough of them."""
     if text.isascii():
@@ -94,12 +98,17 @@ def script_of(text: str) -> str | None:
     return script if n / total >= SCRIPT_SHARE else None
 
 
+@lru_cache(maxsize=4096)
 def latin_language(text: str) -> str | None:
     """A guess among a few Latin-script languages from function words; None when unsure."""
     ws = words(text)
     if len(ws) < MIN_LANGUAGE_WORDS:
         return None
-    hits = sorted(((sum(w in vocab for w in ws), lang) for lang, vocab in LANGUAGE_WORDS.items()), reverse=True)
+    counts = Counter(ws)
+    hits = sorted(
+        ((sum(counts[w] for w in vocab.intersection(counts)), lang) for lang, vocab in LANGUAGE_WORDS.items()),
+        reverse=True,
+    )
     (best, lang), (second, _) = hits[0], hits[1]
     if best >= MIN_LANGUAGE_HITS and best >= 2 * max(second, 1):
         return lang
@@ -140,7 +149,7 @@ def check_turn(turn: Turn) -> dict[str, str]:
         failing["truncated"] = why
     if WHOLE_PLACEHOLDER.match(reply):
         failing["placeholder"] = f"the whole reply is {reply.strip()!r}"
-    else:
+    elif _MAYBE_PLACEHOLDER.search(reply):
         m = PLACEHOLDER.search(_CODE.sub(" ", reply))
         if m:
             failing["placeholder"] = f"leaked template text {m.group(0)[:40]!r}"

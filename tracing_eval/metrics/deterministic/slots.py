@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
 
@@ -334,6 +335,7 @@ _SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+|\n+")
 _NORMALISE_VALUE = re.compile(r"[^a-z0-9@]")
 
 
+@lru_cache(maxsize=4096)
 def not_found(text: str, *, elsewhere: bool = False) -> bool:
     """The text says a value was not found, is invalid or wrong; `elsewhere` adds the other languages."""
     return bool(NOT_FOUND.search(text) or (elsewhere and NOT_FOUND_ELSEWHERE.search(text)))
