@@ -54,6 +54,11 @@ _CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`", re.DOTALL)
 _DANGLING_PUNCT = re.compile(r"[,;:\-\u2013\u2014(\[{/&+]\s*$")
 
 
+#: every function word of `LANGUAGE_WORDS`, and the languages each belongs to
+_FUNCTION_WORDS = frozenset().union(*LANGUAGE_WORDS.values())
+_LANGUAGES_OF = {w: tuple(lang for lang, vocab in LANGUAGE_WORDS.items() if w in vocab) for w in _FUNCTION_WORDS}
+
+
 def truncated(text: str, finish_reason: str | None) -> str | None:
     """Why the reply looks cut off, or None."""
     if finish_reason and finish_reason.lower() in ("length", "max_tokens", "max_output_tokens"):
@@ -105,10 +110,11 @@ def latin_language(text: str) -> str | None:
     if len(ws) < MIN_LANGUAGE_WORDS:
         return None
     counts = Counter(ws)
-    hits = sorted(
-        ((sum(counts[w] for w in vocab.intersection(counts)), lang) for lang, vocab in LANGUAGE_WORDS.items()),
-        reverse=True,
-    )
+    found = dict.fromkeys(LANGUAGE_WORDS, 0)
+    for w in _FUNCTION_WORDS.intersection(counts):
+        for lang in _LANGUAGES_OF[w]:
+            found[lang] += counts[w]
+    hits = sorted(((n, lang) for lang, n in found.items()), reverse=True)
     (best, lang), (second, _) = hits[0], hits[1]
     if best >= MIN_LANGUAGE_HITS and best >= 2 * max(second, 1):
         return lang
@@ -121,7 +127,8 @@ def language_mismatch(user: str, reply: str) -> str | None:
     if us and rs and us != rs:
         return f"user writes {us.title()} script, reply is {rs.title()}"
     if us == rs == "LATIN":
-        ul, rl = latin_language(user), latin_language(reply)
+        ul = latin_language(user)
+        rl = latin_language(reply) if ul else None
         if ul and rl and ul != rl:
             return f"user writes {ul}, reply is {rl}"
     return None
