@@ -62,7 +62,7 @@ def main() -> None:
     if not ref.exists():
         sys.exit(f"{ref}: no reference; run with --record first (on the version to compare against)")
     want = ref.read_text().splitlines()
-    diffs = [(k, a, b) for k, (a, b) in enumerate(zip(want, got)) if a != b]
+    diffs = [(k, a, b) for k, (a, b) in enumerate(zip(want, got, strict=False)) if a != b]
     if len(want) != len(got):
         print(f"result count differs: reference {len(want)}, now {len(got)}")
     for k, a, b in diffs[:5]:
