@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from tracing_eval.text import could_match
+
 _I = re.IGNORECASE
 
 #: the user rejects or disputes what the reply said, did or assumed (no context needed)
@@ -148,15 +150,6 @@ ANNOYANCE_NEEDS = (
     "making sense", "get it", "just", "wrong", "give up", "irritated", "angry", "upset", "tired of this",
 )  # fmt: skip
 HUMAN_NEEDS = ("human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone")
-
-
-def could_match(text: str, needs: tuple[str, ...]) -> bool:
-    """False only when `text` is ASCII and holds none of `needs`, so a case-insensitive pattern whose every
-    match holds one of them cannot match (non-ASCII text always passes: case folding is wider there)."""
-    if not text.isascii():
-        return True
-    low = text.lower()
-    return any(n in low for n in needs)
 
 
 def says_no_to_a_detail(text: str, reply: str) -> bool:
