@@ -14,6 +14,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import filterfalse
 
 from rapidfuzz.distance import Indel
 
@@ -61,7 +62,7 @@ def tokens(text: str) -> list[str]:
 
 @lru_cache(maxsize=2048)
 def _tokens(text: str) -> tuple[str, ...]:
-    return tuple(stem(w) for w in word_units(text) if w not in STOP_WORDS)
+    return tuple(map(stem, filterfalse(STOP_WORDS.__contains__, word_units(text))))
 
 
 def shingles(toks: list[str], k: int = SHINGLE) -> frozenset[tuple[str, ...]]:

@@ -160,7 +160,7 @@ class UserFriction(MetricBase):
         for k, turn in enumerate(user_turns):
             text = turn.user_text
             plain = frozenset(all_words(text))
-            words = frozenset(stem(w) for w in plain if w not in STOP_WORDS)
+            words = frozenset(map(stem, plain - STOP_WORDS))
             language = other_language(text, plain)
             if language is not None:
                 earlier.append(words)
