@@ -82,7 +82,7 @@ def truncated(text: str, finish_reason: str | None) -> str | None:
     return None
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
 def script_of(text: str) -> str | None:
     """The dominant Unicode script of the letters in `text`, when there are enough of them."""
     if text.isascii():
@@ -103,7 +103,7 @@ def script_of(text: str) -> str | None:
     return script if n / total >= SCRIPT_SHARE else None
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
 def latin_language(text: str) -> str | None:
     """A guess among a few Latin-script languages from function words; None when unsure."""
     ws = words(text)

@@ -47,7 +47,7 @@ def stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
 def words(text: str) -> tuple[str, ...]:
     """Lower-cased words after NFKC, with apostrophes removed (`don't` -> `dont`). Memoised by text:
     several metrics read the same message."""
