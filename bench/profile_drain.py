@@ -12,7 +12,9 @@ thread's work is counted too) is summed by wrapping the store's and the engine's
 - assemble: `assemble.thread_from_stored` (stored turns as they are, the other traces assembled);
 - metrics: `evaluate.evaluate_all`;
 - record: `SqlStore.record_many` (results, outbox rows, stored turns; one transaction per batch);
-- claim: `SqlStore.claim`.
+- claim: `SqlStore.claim`;
+- deliver (with `--sink otlp`): `Pipeline.deliver`, the outbox taken, every result sent as an evaluation
+  event by the OTLP sink to an endpoint in a child process (its CPU is not counted), rows marked done.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import cProfile
 import functools
 import logging
 import pstats
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,6 +73,7 @@ async def run(args: argparse.Namespace) -> None:
     from tracing_eval.ingest import make_batch
     from tracing_eval.metrics.catalogue import build_metrics
     from tracing_eval.store.sql import SqlStore
+    from tracing_eval.worker import tune_gc
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     wl = workload.build(args.conversations, args.turns)
@@ -84,23 +88,61 @@ async def run(args: argparse.Namespace) -> None:
         pipeline.thread_from_stored = timed("assemble", pipeline.thread_from_stored)
         pipeline.evaluate_all = timed("metrics", pipeline.evaluate_all)
         settings = Settings(metrics={"enabled": DETERMINISTIC_PACK}, schedule={"batch_size": args.batch})
-        p = pipeline.Pipeline(store=store, settings=settings, metrics=build_metrics(settings), owner="profile")
+        sinks: list[Any] = []
+        collector = None
+        if args.sink == "otlp":
+            from connectors.otlp.sink import OtlpEvaluationSink
+            from tracing_eval.config import OtlpSinkSettings
+
+            collector = subprocess.Popen(
+                [sys.executable, "-c", COLLECTOR], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
+            )
+            assert collector.stdout is not None
+            endpoint = collector.stdout.readline().strip()
+            sinks = [OtlpEvaluationSink(OtlpSinkSettings(endpoint=endpoint))]
+            pipeline.Pipeline.deliver = timed("deliver", pipeline.Pipeline.deliver)
+        p = pipeline.Pipeline(
+            store=store, settings=settings, metrics=build_metrics(settings), owner="profile", sinks=sinks
+        )
+        tune_gc()  # as `tracing-eval run` does
         profiler = cProfile.Profile() if args.cprofile else None
         wall, cpu = time.perf_counter(), time.process_time()
         if profiler is not None:
             profiler.enable()
         stats = await p.tick(settle_all=True, deliver=False)
+        if sinks:  # the worker delivers on a schedule of its own; here once every result is recorded
+            while (await p.deliver()).delivered:
+                pass
         if profiler is not None:
             profiler.disable()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        backlog = await store.outbox_backlog()
         await store.close()
+        for sink in sinks:
+            await sink.close()
+        if collector is not None:
+            records, _ = collector.communicate("")
+            print(f"outbox left: {backlog}; events received by the endpoint: {records.strip()}")
     n = stats.threads_evaluated
     rows = [[name, f"{spent * 1000 / n:.2f}", f"{spent / cpu:.0%}"] for name, spent in SPENT.items()]
     rows.append(["total CPU", f"{cpu * 1000 / n:.2f}", "100%"])
     print(f"{n} threads of {args.turns} turns: {n / wall:.1f} threads/s wall, {n / cpu:.1f} threads per CPU second")
     print(table(["stage", "CPU ms per thread", "share"], rows))
     if profiler is not None:
+        profiler.dump_stats(str(Path(tempfile.gettempdir()) / "profile_drain.prof"))
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.cprofile)
+
+
+COLLECTOR = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+import soak
+c = soak.Collector()
+print(c.endpoint, flush=True)
+sys.stdin.read()
+c.close()
+print(c.counts["records"], flush=True)
+"""
 
 
 def main() -> None:
@@ -108,6 +150,7 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=1000)
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--batch", type=int, default=100, help="threads claimed (and recorded) per batch")
+    ap.add_argument("--sink", choices=("none", "otlp"), default="none", help="otlp: deliver every result too")
     ap.add_argument("--cprofile", type=int, default=0, metavar="N", help="print the N costliest functions")
     args = ap.parse_args()
     pin(0)

@@ -427,7 +427,8 @@ def test_the_fuzzed_extractors_are_all_there() -> None:
     names = {f"{f.__module__.rsplit('.', 1)[1]}.{f.__name__}" for f in MODULE_EXTRACTORS}
     assert {"genai.input_messages", "openinference.value_output", "traceloop.tool_call", "langfuse.usage"} <= names
     assert {"vercel.input_messages", "vercel.output_messages", "vercel.tool_call", "vercel.kind"} <= names
-    assert len(MODULE_EXTRACTORS) >= 30 and len(PUBLIC_EXTRACTORS) == 12
+    assert {"genai.input_tail", "openinference.input_tail"} <= names
+    assert len(MODULE_EXTRACTORS) >= 30 and len(PUBLIC_EXTRACTORS) == 13
 
 
 @FUZZ
@@ -436,8 +437,9 @@ def test_convention_extractors_never_raise_on_arbitrary_attribute_values(traces:
     for span in (s for trace in traces for s in trace):
         for fn in MODULE_EXTRACTORS:
             fn(span)
-        for fn in (conventions.input_messages, conventions.output_messages):
+        for fn in (conventions.input_messages, conventions.output_messages, conventions.turn_inputs):
             assert all(isinstance(m, Message) for m in fn(span))
+        assert bool(conventions.turn_inputs(span)) == bool(conventions.input_messages(span))
         assert conventions.span_kind(span) in ("llm", "tool", "agent", "other")
         for fn in (conventions.thread_id, conventions.system_instructions, conventions.model, conventions.span_error):
             assert fn(span) is None or isinstance(fn(span), str)

@@ -1,7 +1,8 @@
-"""The OTLP sink over loopback: real SDK exporter in, real protobuf types out."""
+"""The OTLP sink over loopback: real protobuf types out, checked against the SDK's own encoding."""
 
 from __future__ import annotations
 
+import gzip
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
@@ -68,7 +69,7 @@ class Collector:
         if status != 200:
             return Response(status_code=status)
         req = ExportLogsServiceRequest()
-        req.ParseFromString(body)
+        req.ParseFromString(gzip.decompress(body) if request.headers.get("content-encoding") == "gzip" else body)
         with self.lock:
             self.events += decode(req)
         return Response(ExportLogsServiceResponse().SerializeToString(), media_type="application/x-protobuf")
@@ -369,3 +370,116 @@ async def test_a_bad_row_is_parked_alone_and_the_rest_of_its_batch_delivered(
             await conn.execute(select(schema.outbox.c.id, schema.outbox.c.last_error).where(schema.outbox.c.failed))
         ).all()
     assert failed_id == first and "cannot build the evaluation event" in error
+
+
+def _sdk_request(items: list[dict[str, Any]], service_name: str) -> ExportLogsServiceRequest:
+    """What the SDK's Logs API and `encode_logs` make of these payloads: the reference encoding."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, SpanContext, TraceFlags
+
+    from connectors.otlp.sink import EVENT_NAME, SCOPE, event_attributes
+
+    exporter = InMemoryLogRecordExporter()
+    provider = LoggerProvider(resource=Resource.create({SERVICE_NAME: service_name}), shutdown_on_exit=False)
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    logger = provider.get_logger(SCOPE)
+    for p in items:
+        anchor = p.get("anchor") or {}
+        try:
+            ids = int(anchor.get("trace_id") or "", 16), int(anchor.get("span_id") or "", 16)
+        except ValueError:
+            ids = (0, 0)
+        valid = len(anchor.get("trace_id") or "") == 32 and len(anchor.get("span_id") or "") == 16 and all(ids)
+        span = (
+            NonRecordingSpan(SpanContext(*ids, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)))
+            if valid
+            else INVALID_SPAN
+        )
+        logger.emit(
+            timestamp=7, context=trace.set_span_in_context(span), event_name=EVENT_NAME, attributes=event_attributes(p)
+        )
+    return encode_logs(exporter.get_finished_logs())
+
+
+def _comparable(req: ExportLogsServiceRequest) -> ExportLogsServiceRequest:
+    """Times and the random `service.instance.id` cleared: what must match between two encodings."""
+    for rl in req.resource_logs:
+        kept = [kv for kv in rl.resource.attributes if kv.key != "service.instance.id"]
+        del rl.resource.attributes[:]
+        rl.resource.attributes.extend(sorted(kept, key=lambda kv: kv.key))
+        for sl in rl.scope_logs:
+            for rec in sl.log_records:
+                rec.time_unix_nano = rec.observed_time_unix_nano = 0
+    return req
+
+
+def test_events_are_encoded_as_the_sdk_would_encode_them(no_otel_env: None) -> None:
+    """The sink builds OTLP itself for speed; the bytes it sends must say what the SDK would send."""
+    results = [
+        (score_result("repetition", 0.25, threshold=0.7), "thread", THREAD_ANCHOR),
+        (score_result("tone", 1.0, threshold=None, reason="fine"), "turn:3", TURN_ANCHOR),
+        (
+            MetricResult(metric="judge_x", scope=Scope.THREAD, status=Status.ERROR, error="TimeoutError: slow"),
+            "thread",
+            {},
+        ),
+        (not_applicable("tool_errors", "no tool calls"), "thread", {"trace_id": "zz", "span_id": SPAN}),
+        (score_result("x", 1, threshold=0.5), "turn:0", {"trace_id": "0" * 32, "span_id": SPAN}),
+    ]
+    items = [payload(r, target=target, anchor=anchor) for r, target, anchor in results]
+    sink = sink_for("http://127.0.0.1:9/v1/logs", service_name="evals")
+    ours = ExportLogsServiceRequest.FromString(sink.encode([("result", p) for p in items] + [("review", {})], 5))
+    assert _comparable(ours) == _comparable(_sdk_request(items, "evals"))
+    assert len(ours.resource_logs[0].scope_logs[0].log_records) == 5
+    assert sink.encode([("review", {"x": 1})], 5) == b""
+
+
+async def test_otel_headers_and_gzip_from_the_environment(
+    collector: tuple[Collector, str], no_otel_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c, url = collector
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=evals,authorization=from-env")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_COMPRESSION", "gzip")
+    sink = sink_for(url, headers={"Authorization": "Bearer cfg"})
+    await sink.deliver("result", payload(score_result("x", 1.0, threshold=None), target="thread", anchor=THREAD_ANCHOR))
+    await sink.close()
+    assert c.headers[-1]["x-team"] == "evals"
+    assert c.headers[-1]["authorization"] == "Bearer cfg"  # the configured header wins
+    assert c.headers[-1]["content-encoding"] == "gzip"
+    assert [e.attributes["gen_ai.evaluation.name"] for e in c.events] == ["x"]
+
+
+async def test_results_go_out_batch_size_per_request(
+    collector: tuple[Collector, str], no_otel_env: None, settings: Settings, store: SqlStore
+) -> None:
+    c, url = collector
+    settings.sinks.batch_size = 7
+    sink = sink_for(url)
+    source = OtlpFileSource(EXAMPLES / "otel-genai.otlp.jsonl", complete=True)
+    pipeline = Pipeline(store, settings, build_metrics(settings), "test", sources=[source], sinks=[sink])
+    await pipeline.tick(settle_all=True)
+    await sink.close()
+    results = len(await store.results())
+    assert results > 14 and await store.outbox_backlog() == 0
+    assert len(c.events) == results
+    assert c.attempts == -(-results // 7)  # full requests of 7, the last one shorter
+
+
+def test_a_ca_file_from_the_environment_verifies_the_endpoint(no_otel_env: None) -> None:
+    import ssl
+
+    import certifi
+
+    from connectors.otlp.sink import tls_verify
+
+    assert tls_verify({}) is True
+    ctx = tls_verify({"OTEL_EXPORTER_OTLP_CERTIFICATE": certifi.where()})
+    assert isinstance(ctx, ssl.SSLContext) and ctx.cert_store_stats()["x509_ca"] > 0
+    with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE"):
+        tls_verify(
+            {"OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE": "/nonexistent/ca.pem", "OTEL_EXPORTER_OTLP_CERTIFICATE": "x"}
+        )

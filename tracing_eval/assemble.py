@@ -143,9 +143,10 @@ class _Readings:
         self._inputs: dict[str, list[Message]] = {}
 
     def inputs(self, span: Span) -> list[Message]:
+        """The span's input messages as far as a turn needs them (`conventions.turn_inputs`)."""
         found = self._inputs.get(span.span_id)
         if found is None:
-            found = self._inputs[span.span_id] = conventions.input_messages(span)
+            found = self._inputs[span.span_id] = conventions.turn_inputs(span)
         return found
 
 

@@ -203,6 +203,7 @@ async def _run_forever(settings: Settings, plan: Any, sinks: list[str]) -> None:
             if plan.otlp_http
             else None
         )
+        worker.tune_gc()  # the process is the sidecar's from here on
         await worker.Worker(settings, pipeline, receiver).run()
     finally:
         if pipeline is not None:

@@ -384,6 +384,12 @@ class SinkSettings(_Section):
         description="Result sinks: local (always on), otlp, webhook, langfuse.",
     )
     max_attempts: int = Field(10, gt=0, description="Delivery attempts per outbox row before it is parked as failed.")
+    batch_size: int = Field(
+        500,
+        gt=0,
+        description="Outbox rows a sink that takes batches (otlp) gets in one delivery: one request, "
+        "one commit. Sinks that take rows one by one take 10 at a time.",
+    )
     lease_seconds: float = Field(
         300.0,
         gt=0,

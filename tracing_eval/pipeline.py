@@ -154,6 +154,7 @@ class Pipeline:
             list(self.sinks),
             self.clock(),
             sinks.max_attempts,
+            sinks.batch_size,
             lease_seconds=sinks.lease_seconds,
             telemetry=self.telemetry,
         )

@@ -1,7 +1,8 @@
 """The OTLP sink: each metric result as a `gen_ai.evaluation.result` event over OTLP/HTTP protobuf.
 
-An event is an OTel log record with `event_name`, emitted through the SDK Logs API and exported by
-`OTLPLogExporter`. A per-turn result is parented to the turn's root span (the record carries its
+An event is an OTel log record with `event_name`, encoded here as the SDK's Logs API and
+`OTLPLogExporter` encode one (the same resource, scope, ids, flags and attributes; a test compares the
+two), without the SDK's per-record objects, and posted over HTTP. A per-turn result is parented to the turn's root span (the record carries its
 trace and span ids); a thread result to the last turn's root span, with `gen_ai.conversation.id`.
 
 Delivery is confirmed before `deliver` returns: the record is exported on the spot (no batch queue
@@ -14,22 +15,22 @@ value; errors carry `error.type` and no score. The schema is documented in docs/
 
 from __future__ import annotations
 
-import asyncio
+import gzip
 import os
 import re
-import threading
+import ssl
 import time
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadableLogRecord, ReadWriteLogRecord
-from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+import httpx
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope
+from opentelemetry.proto.logs.v1.logs_pb2 import ScopeLogs
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource as ProtoResource
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.trace import TraceFlags
+from opentelemetry.util.re import parse_env_headers
 
 from tracing_eval.config import ConfigError, OtlpSinkSettings
 from tracing_eval.sinks import PermanentSinkError
@@ -38,6 +39,13 @@ EVENT_NAME = "gen_ai.evaluation.result"
 SCOPE = "tracing-eval"
 LOGS_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"
 ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
+HEADERS_ENV = "OTEL_EXPORTER_OTLP_HEADERS"
+LOGS_HEADERS_ENV = "OTEL_EXPORTER_OTLP_LOGS_HEADERS"
+COMPRESSION_ENV = "OTEL_EXPORTER_OTLP_COMPRESSION"
+LOGS_COMPRESSION_ENV = "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION"
+SDK_DISABLED_ENV = "OTEL_SDK_DISABLED"
+CERTIFICATE_ENV = "OTEL_EXPORTER_OTLP_CERTIFICATE"
+LOGS_CERTIFICATE_ENV = "OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE"
 LOGS_PATH = "/v1/logs"
 OTHER_ERROR = "_OTHER"
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
@@ -68,20 +76,6 @@ def error_type(error: str | None) -> str:
     """`error.type`: the exception class name at the head of the error text, else `_OTHER`."""
     m = _ERROR_TYPE.match(error or "")
     return m.group(1) if m else OTHER_ERROR
-
-
-def parent_context(anchor: dict[str, Any]) -> Context:
-    """A context whose current span is the anchor's span; without OTel ids, an explicitly empty one
-    (so the event never picks up whatever span happens to be current in the worker)."""
-    trace_hex, span_hex = anchor.get("trace_id") or "", anchor.get("span_id") or ""
-    try:
-        trace_id, span_id = int(trace_hex, 16), int(span_hex, 16)
-    except ValueError:
-        trace_id = span_id = 0
-    if len(trace_hex) != 32 or len(span_hex) != 16 or not trace_id or not span_id:
-        return trace.set_span_in_context(INVALID_SPAN)
-    parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
-    return trace.set_span_in_context(NonRecordingSpan(parent))
 
 
 def event_attributes(payload: dict[str, Any]) -> dict[str, Any]:
@@ -125,30 +119,88 @@ def _verdict(passed: bool) -> str:
     return "pass" if passed else "fail"
 
 
-class _Capture(LogRecordProcessor):
-    """Holds emitted records until the sink exports them itself and checks the result."""
+def _set_value(target: AnyValue, value: Any) -> None:
+    """Write an attribute value into OTLP `AnyValue` (event attributes are str, bool, int or float)."""
+    if isinstance(value, str):
+        target.string_value = value
+    elif isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, int):
+        target.int_value = value
+    elif isinstance(value, float):
+        target.double_value = value
+    else:
+        target.string_value = str(value)
 
-    def __init__(self) -> None:
-        self.records: list[ReadWriteLogRecord] = []
 
-    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
-        self.records.append(log_record)
+def _ids(anchor: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The anchor's trace and span ids as bytes; empty when they are not valid OTel ids."""
+    trace_hex, span_hex = anchor.get("trace_id") or "", anchor.get("span_id") or ""
+    try:
+        trace_id, span_id = bytes.fromhex(trace_hex), bytes.fromhex(span_hex)
+    except ValueError:
+        return b"", b""
+    if len(trace_id) != 16 or len(span_id) != 8 or not any(trace_id) or not any(span_id):
+        return b"", b""
+    return trace_id, span_id
 
-    def take(self) -> list[ReadableLogRecord]:
-        taken, self.records = self.records, []
-        return [
-            ReadableLogRecord(
-                log_record=r.log_record, resource=r.resource, instrumentation_scope=r.instrumentation_scope
-            )
-            for r in taken
-            if r.resource is not None
-        ]
 
-    def shutdown(self) -> None:
-        self.records = []
+def add_record(scope: ScopeLogs, attributes: dict[str, Any], anchor: dict[str, Any], now_ns: int) -> None:
+    """Append one evaluation event as the OTLP log record the SDK's Logs API and exporter would send
+    for it: parented to the anchor's span (sampled) when its ids are valid, an empty body, observed
+    now. (Filled in place: upb builds nested messages fastest that way.)"""
+    trace_id, span_id = _ids(anchor)
+    record = scope.log_records.add(
+        time_unix_nano=now_ns,
+        observed_time_unix_nano=now_ns,
+        flags=int(TraceFlags.SAMPLED) if trace_id else 0,
+        trace_id=trace_id,
+        span_id=span_id,
+        event_name=EVENT_NAME,
+    )
+    record.body.SetInParent()
+    pairs = record.attributes
+    for key, value in attributes.items():
+        _set_value(pairs.add(key=key).value, value)
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
+
+def _resource(service_name: str) -> ProtoResource:
+    """The SDK's resource (`service.name`, `telemetry.sdk.*`, what `OTEL_RESOURCE_ATTRIBUTES` adds) in OTLP form."""
+    out = ProtoResource()
+    for key, value in Resource.create({SERVICE_NAME: service_name}).attributes.items():
+        _set_value(out.attributes.add(key=key).value, value)
+    return out
+
+
+def _headers(configured: dict[str, str], env: dict[str, str] | None = None) -> dict[str, str]:
+    """`OTEL_EXPORTER_OTLP_HEADERS`, then `OTEL_EXPORTER_OTLP_LOGS_HEADERS`, then the configured ones (last wins)."""
+    env = os.environ if env is None else env
+    headers: dict[str, str] = {}
+    for name in (HEADERS_ENV, LOGS_HEADERS_ENV):
+        headers.update({k.lower(): v for k, v in parse_env_headers(env.get(name, ""), liberal=True).items()})
+    headers.update({k.lower(): v for k, v in configured.items()})
+    return {**headers, "content-type": "application/x-protobuf"}
+
+
+def _gzip(env: dict[str, str] | None = None) -> bool:
+    """Whether `OTEL_EXPORTER_OTLP_LOGS_COMPRESSION` (else `OTEL_EXPORTER_OTLP_COMPRESSION`) asks for gzip."""
+    env = os.environ if env is None else env
+    value = env.get(LOGS_COMPRESSION_ENV) or env.get(COMPRESSION_ENV) or ""
+    return value.strip().lower() == "gzip"
+
+
+def tls_verify(env: dict[str, str] | None = None) -> ssl.SSLContext | bool:
+    """Server verification: the CA file of `OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE` (else
+    `OTEL_EXPORTER_OTLP_CERTIFICATE`) when set, else the default trust store."""
+    env = os.environ if env is None else env
+    for name in (LOGS_CERTIFICATE_ENV, CERTIFICATE_ENV):
+        path = env.get(name, "").strip()
+        if path:
+            try:
+                return ssl.create_default_context(cafile=path)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"sink 'otlp': {name}={path!r} is not a readable CA file ({exc})") from exc
+    return True
 
 
 class OtlpEvaluationSink:
@@ -157,53 +209,52 @@ class OtlpEvaluationSink:
     name = "otlp"
     kinds = frozenset({"result"})
 
-    def __init__(self, settings: OtlpSinkSettings, *, exporter: LogRecordExporter | None = None) -> None:
-        self.endpoint = resolve_endpoint(settings.endpoint)
-        self._exporter = exporter or OTLPLogExporter(
-            endpoint=self.endpoint, headers=settings.headers or None, timeout=settings.timeout_seconds
-        )
-        self._capture = _Capture()
-        self._provider = LoggerProvider(
-            resource=Resource.create({SERVICE_NAME: settings.service_name}), shutdown_on_exit=False
-        )
-        self._provider.add_log_record_processor(self._capture)
-        self._logger = self._provider.get_logger(SCOPE)
-        if not self._logger.enabled(event_name=EVENT_NAME):
+    def __init__(self, settings: OtlpSinkSettings) -> None:
+        if os.environ.get(SDK_DISABLED_ENV, "").strip().lower() == "true":
             raise ConfigError("sink 'otlp' cannot emit: the OpenTelemetry SDK is disabled (OTEL_SDK_DISABLED)")
-        self._lock = threading.Lock()
+        self.endpoint = resolve_endpoint(settings.endpoint)
+        self._resource = _resource(settings.service_name)
+        self._scope = InstrumentationScope(name=SCOPE)
+        self._gzip = _gzip()
+        headers = _headers(settings.headers)
+        if self._gzip:
+            headers["content-encoding"] = "gzip"
+        self._client = httpx.AsyncClient(headers=headers, timeout=settings.timeout_seconds, verify=tls_verify())
+
+    def encode(self, items: list[tuple[str, dict[str, Any]]], now_ns: int) -> bytes:
+        """The export request for the `result` payloads among `items`, serialised (empty when none)."""
+        request = ExportLogsServiceRequest()
+        resource_logs = request.resource_logs.add()
+        resource_logs.resource.CopyFrom(self._resource)
+        scope = resource_logs.scope_logs.add()
+        scope.scope.CopyFrom(self._scope)
+        for kind, p in items:
+            if kind == "result":
+                add_record(scope, event_attributes(p), p.get("anchor") or {}, now_ns)
+        return request.SerializeToString() if scope.log_records else b""
 
     async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
-        """Emit and export one result event; raise when the endpoint did not take it."""
+        """Export one result event; raise when the endpoint did not take it."""
         await self.deliver_batch([(kind, payload)])
 
     async def deliver_batch(self, items: list[tuple[str, dict[str, Any]]]) -> None:
-        """Emit the result events of a batch and export them in one request; raise when the endpoint
-        did not take them (the outbox then retries the whole batch)."""
+        """Export the result events of a batch in one request; raise when the endpoint did not take
+        them (the outbox then retries the whole batch)."""
         try:
-            events = [
-                (event_attributes(p), parent_context(p.get("anchor") or {})) for kind, p in items if kind == "result"
-            ]
+            body = self.encode(items, time.time_ns())
         except Exception as exc:  # a payload that cannot become an event never will
             raise PermanentSinkError(f"cannot build the evaluation event: {type(exc).__name__}: {exc}") from exc
-        if events:
-            await asyncio.to_thread(self._emit_and_export, events)
-
-    def _emit_and_export(self, events: list[tuple[dict[str, Any], Context]]) -> None:
-        with self._lock:
-            for attributes, context in events:
-                self._logger.emit(
-                    timestamp=time.time_ns(), context=context, event_name=EVENT_NAME, attributes=attributes
-                )
-            records: Sequence[ReadableLogRecord] = self._capture.take()
-            if len(records) != len(events):
-                raise OtlpExportError("the evaluation events were not emitted (logger disabled)")
-            if self._exporter.export(records) is not LogRecordExportResult.SUCCESS:
-                raise OtlpExportError(f"OTLP export to {self.endpoint} failed (see the exporter's log for the status)")
+        if not body:
+            return
+        if self._gzip:
+            body = gzip.compress(body)
+        try:
+            response = await self._client.post(self.endpoint, content=body)
+        except httpx.HTTPError as exc:
+            raise OtlpExportError(f"OTLP export to {self.endpoint} failed: {type(exc).__name__}: {exc}") from exc
+        if not response.is_success:
+            raise OtlpExportError(f"OTLP export to {self.endpoint} failed: HTTP {response.status_code}")
 
     async def close(self) -> None:
-        """Shut the exporter and the logger provider down."""
-        await asyncio.to_thread(self._shutdown)
-
-    def _shutdown(self) -> None:
-        self._provider.shutdown()
-        self._exporter.shutdown()
+        """Close the HTTP client."""
+        await self._client.aclose()

@@ -29,6 +29,7 @@ __all__ = [
     "system_instructions",
     "thread_id",
     "tool_call",
+    "turn_inputs",
     "usage",
 ]
 
@@ -49,6 +50,11 @@ _INPUTS: tuple[Callable[[Span], list[Message]], ...] = (
     traceloop.entity_input,
     langfuse.trace_input,
     langfuse.observation_input,
+)
+#: The same, with the two readers of long histories that can read only a turn's tail doing so.
+_TURN_INPUTS = tuple(
+    {genai.input_messages: genai.input_tail, openinference.input_messages: openinference.input_tail}.get(fn, fn)
+    for fn in _INPUTS
 )
 _OUTPUTS: tuple[Callable[[Span], list[Message]], ...] = (
     genai.output_messages,
@@ -169,6 +175,14 @@ def _messages(extractors: tuple[Callable[[Span], list[Message]], ...], span: Spa
 def input_messages(span: Span) -> list[Message]:
     """The messages sent to the model (full history, system included), by convention precedence."""
     return _messages(_INPUTS, span)[0]
+
+
+def turn_inputs(span: Span) -> list[Message]:
+    """What assembling a turn needs of the input messages, by the same precedence: the system
+    messages, and the messages from the last assistant message on (all of them when there is none).
+    The history before that answer is earlier turns'; a long conversation's chat spans are not read
+    whole again for every turn. Empty exactly when `input_messages` is."""
+    return _messages(_TURN_INPUTS, span)[0]
 
 
 def output_messages(span: Span) -> list[Message]:

@@ -83,6 +83,11 @@ def input_messages(span: Span) -> list[Message]:
     return parts_messages(span.attributes.get(INPUT))
 
 
+def input_tail(span: Span) -> list[Message]:
+    """`input_messages` cut to what a turn is assembled from (`messages.turn_tail`)."""
+    return parts_messages(span.attributes.get(INPUT), tail=True)
+
+
 def output_messages(span: Span) -> list[Message]:
     messages = parts_messages(span.attributes.get(OUTPUT), output=True)
     return with_finish_reasons(messages, finish_reasons(span.attributes))

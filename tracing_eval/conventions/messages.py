@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tracing_eval.conventions.values import as_str, content_text, dumps, loads, maybe_json, result_text, text
@@ -55,13 +56,27 @@ def _message_list(value: Any) -> list[Any] | None:
 # --- OTel GenAI parts --------------------------------------------------------------------------
 
 
-def parts_messages(value: Any, *, output: bool = False) -> list[Message]:
-    """OTel GenAI messages (JSON string or structured value) to canonical messages."""
+def parts_messages(value: Any, *, output: bool = False, tail: bool = False) -> list[Message]:
+    """OTel GenAI messages (JSON string or structured value) to canonical messages. With `tail`, only
+    the system messages and those from the last assistant message on (see `turn_tail`)."""
+    items = [item for item in _message_list(value) or [] if isinstance(item, dict)]
+    if tail:
+        items = turn_tail(items, lambda item: role_of(item.get("role"), "assistant" if output else None))
     out: list[Message] = []
-    for item in _message_list(value) or []:
-        if isinstance(item, dict):
-            out.extend(parts_message(item, output=output))
+    for item in items:
+        out.extend(parts_message(item, output=output))
     return out
+
+
+def turn_tail(items: list[Any], role: Callable[[Any], Role | None]) -> list[Any]:
+    """The raw history items a turn is assembled from: the system ones, and everything from the last
+    assistant item on (`role`: an item's canonical role, as its reader will decide it). What comes
+    before that answer belongs to earlier turns; an assistant item always reads as (ending with) an
+    assistant message, so the messages read from the tail end exactly as those of the whole history
+    do, and the tail is empty only when the whole history is."""
+    roles = [role(item) for item in items]
+    cut = max((i for i, r in enumerate(roles) if r == "assistant"), default=0)
+    return [item for i, item in enumerate(items) if i >= cut or roles[i] == "system"]
 
 
 def parts_message(raw: dict[str, Any], *, output: bool = False) -> list[Message]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracing_eval.conventions.messages import payload_messages, role_of
+from tracing_eval.conventions.messages import payload_messages, role_of, turn_tail
 from tracing_eval.conventions.messages import tool_call as make_tool_call
 from tracing_eval.conventions.values import as_str, content_text, has_prefix, indexed, maybe_json, text
 from tracing_eval.model import Message, Span, ToolCall
@@ -55,13 +55,21 @@ def _message(fields: dict[str, Any], *, output: bool) -> Message | None:
     return Message(role="assistant", content=content_text(content), tool_calls=calls)
 
 
-def _messages(span: Span, prefix: str, *, output: bool) -> list[Message]:
-    found = (_message(fields, output=output) for fields in indexed(span.attributes, prefix))
+def _messages(span: Span, prefix: str, *, output: bool, tail: bool = False) -> list[Message]:
+    groups = indexed(span.attributes, prefix)
+    if tail:
+        groups = turn_tail(groups, lambda fields: role_of(fields.get("message.role"), "assistant" if output else None))
+    found = (_message(fields, output=output) for fields in groups)
     return [m for m in found if m is not None]
 
 
 def input_messages(span: Span) -> list[Message]:
     return _messages(span, INPUT_PREFIX, output=False)
+
+
+def input_tail(span: Span) -> list[Message]:
+    """`input_messages` cut to what a turn is assembled from (`messages.turn_tail`)."""
+    return _messages(span, INPUT_PREFIX, output=False, tail=True)
 
 
 def output_messages(span: Span) -> list[Message]:

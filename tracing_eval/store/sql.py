@@ -835,8 +835,9 @@ class SqlStore:
         `lease_seconds` ahead) so that N replicas delivering at once each send different rows;
         `outbox_done`/`outbox_retry` settle them, a replica that dies leaves them to the others."""
         ob = t.outbox.c
+        taken = (ob.id, ob.sink, ob.kind, ob.ref, ob.payload, ob.attempts, ob.next_attempt_at)
         q = (
-            select(t.outbox)
+            select(*taken)
             .where(ob.sink == sink, ob.delivered_at.is_(None), ob.failed.is_(False), ob.next_attempt_at <= now)
             .order_by(ob.id)
             .limit(limit)
@@ -847,7 +848,7 @@ class SqlStore:
                 update(t.outbox)
                 .where(ob.id.in_(due.scalar_subquery()))
                 .values(next_attempt_at=now + lease_seconds)
-                .returning(*t.outbox.c)
+                .returning(*taken)
             )
             async with self.engine.begin() as conn:
                 rows = sorted((await conn.execute(take)).all(), key=lambda r: r.id)
