@@ -129,3 +129,16 @@ def sentence_words(text: str) -> list[list[str]]:
     if words:
         out.append(words)
     return out
+
+
+def could_match(text: str, needs: tuple[str, ...]) -> bool:
+    """A cheap gate before a slow case-insensitive regex whose every match holds one of `needs` (lower
+    case literals): False only when `text` is ASCII and holds none of them. Non-ASCII text always
+    passes, because case-insensitive matching folds more than `str.lower` there."""
+    if not text.isascii():
+        return True
+    low = text.lower()
+    for n in needs:  # a plain loop: cheaper than any() over a generator for a few needles
+        if n in low:
+            return True
+    return False

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from tracing_eval.text import could_match
+
 _I = re.IGNORECASE
 
 #: the user rejects or disputes what the reply said, did or assumed (no context needed)
@@ -134,6 +136,22 @@ CONFIRMATION = re.compile(
 )
 
 
+#: Literal pieces (lower case) one of which every match of a pattern holds: a cheap gate. Keep in step
+#: with the patterns: each alternative of the pattern must contain one of its pieces.
+DISPUTE_NEEDS = (
+    "not", "n't", "isn", "wasn", "aren", "wrong", "incorrect", "mistaken", "misunderstood", "misheard", "misread",
+    "mixed", "mistake", "error", "misunderstanding", "mix", "confusion", "never", "did", "sure", "can", "believe",
+)  # fmt: skip
+REMINDER_NEEDS = ("already", "just", "said", "told", "mentioned", "asked", "explained", "wrote", "again", "time")
+RETRY_NEEDS = ("again", "check", "try", "keep")
+ANNOYANCE_NEEDS = (
+    "useless", "pathetic", "incompetent", "hopeless", "stupid", "dumb", "frustrat", "annoy", "ridiculous", "absurd",
+    "unacceptable", "help", "joke", "waste", "kidding", "joking", "serious", "listen", "read", "understand",
+    "making sense", "get it", "just", "wrong", "give up", "irritated", "angry", "upset", "tired of this",
+)  # fmt: skip
+HUMAN_NEEDS = ("human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone")
+
+
 def says_no_to_a_detail(text: str, reply: str) -> bool:
     """A correction: the message opens with "no" to a reply that checked or stated a detail, and gives a
     replacement. "No" to an offer or to an open question, a decline ("No, but ...", "No, that's fine")
@@ -149,11 +167,11 @@ def says_no_to_a_detail(text: str, reply: str) -> bool:
 
 def asks_for_a_human(text: str, reply: str) -> bool:
     """An unprompted request for a person; accepting the assistant's own offer of a transfer is not one."""
-    return bool(HUMAN.search(text)) and not (reply and HANDOFF_OFFER.search(reply))
+    return could_match(text, HUMAN_NEEDS) and bool(HUMAN.search(text)) and not (reply and HANDOFF_OFFER.search(reply))
 
 
 def retries_after_failure(text: str, reply: str) -> bool:
     """The user asks the assistant to try again after a reply that reported a failure or found nothing."""
-    if not reply or not RETRY.search(text) or not FAILURE_REPLY.search(reply):
+    if not reply or not could_match(text, RETRY_NEEDS) or not RETRY.search(text) or not FAILURE_REPLY.search(reply):
         return False
     return any(RETRY.search(s) and REQUEST.search(s) for s in _SENTENCE.split(text))

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from rapidfuzz import process
@@ -153,7 +154,7 @@ class Analysis:
 def encode_all(keys: list[list[str]]) -> list[str]:
     """Each token list as a string of one character per distinct token (the same token, the same
     character), so rapidfuzz compares token sequences as short strings."""
-    codes = {t: chr(0x10000 + k) for k, t in enumerate(dict.fromkeys(t for key in keys for t in key))}
+    codes = {t: chr(0x10000 + k) for k, t in enumerate(dict.fromkeys(chain.from_iterable(keys)))}
     get = codes.__getitem__
     return ["".join(map(get, key)) for key in keys]
 

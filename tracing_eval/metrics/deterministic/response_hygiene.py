@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from functools import lru_cache
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS
@@ -38,6 +39,8 @@ PLACEHOLDER = re.compile(
     r"|\[(?:YOUR|CUSTOMER|USER|COMPANY|PRODUCT)[ _](?:NAME|EMAIL|PHONE|ADDRESS|COMPANY)\]"
     r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b",
 )
+#: every PLACEHOLDER match holds one of these: a cheap gate before stripping code and searching
+_MAYBE_PLACEHOLDER = re.compile(r"[{}$\[<]|undefined|null|None|NaN")
 WHOLE_PLACEHOLDER = re.compile(r"^\s*(?:none|null|undefined|nan|nil|\[\]|\{\})\s*$", re.IGNORECASE)
 #: words a finished English sentence almost never ends on (prepositions and pronouns can)
 DANGLING_WORDS = frozenset("a an the and or but nor because than my your our their its whose".split())
@@ -49,6 +52,11 @@ _LINK_TAIL = re.compile(r"(?:^|\s|[(<\[])(?:[a-z][\w+.-]*://|www\.|~?/|\.{1,2}/|
 #: fenced code (closed or running to the end) and inline code spans
 _CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`", re.DOTALL)
 _DANGLING_PUNCT = re.compile(r"[,;:\-\u2013\u2014(\[{/&+]\s*$")
+
+
+#: every function word of `LANGUAGE_WORDS`, and the languages each belongs to
+_FUNCTION_WORDS = frozenset().union(*LANGUAGE_WORDS.values())
+_LANGUAGES_OF = {w: tuple(lang for lang, vocab in LANGUAGE_WORDS.items() if w in vocab) for w in _FUNCTION_WORDS}
 
 
 def truncated(text: str, finish_reason: str | None) -> str | None:
@@ -74,6 +82,7 @@ def truncated(text: str, finish_reason: str | None) -> str | None:
     return None
 
 
+@lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
 def script_of(text: str) -> str | None:
     """The dominant Unicode script of the letters in `text`, when there are enough of them."""
     if text.isascii():
@@ -94,12 +103,18 @@ def script_of(text: str) -> str | None:
     return script if n / total >= SCRIPT_SHARE else None
 
 
+@lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
 def latin_language(text: str) -> str | None:
     """A guess among a few Latin-script languages from function words; None when unsure."""
     ws = words(text)
     if len(ws) < MIN_LANGUAGE_WORDS:
         return None
-    hits = sorted(((sum(w in vocab for w in ws), lang) for lang, vocab in LANGUAGE_WORDS.items()), reverse=True)
+    counts = Counter(ws)
+    found = dict.fromkeys(LANGUAGE_WORDS, 0)
+    for w in _FUNCTION_WORDS.intersection(counts):
+        for lang in _LANGUAGES_OF[w]:
+            found[lang] += counts[w]
+    hits = sorted(((n, lang) for lang, n in found.items()), reverse=True)
     (best, lang), (second, _) = hits[0], hits[1]
     if best >= MIN_LANGUAGE_HITS and best >= 2 * max(second, 1):
         return lang
@@ -112,7 +127,8 @@ def language_mismatch(user: str, reply: str) -> str | None:
     if us and rs and us != rs:
         return f"user writes {us.title()} script, reply is {rs.title()}"
     if us == rs == "LATIN":
-        ul, rl = latin_language(user), latin_language(reply)
+        ul = latin_language(user)
+        rl = latin_language(reply) if ul else None
         if ul and rl and ul != rl:
             return f"user writes {ul}, reply is {rl}"
     return None
@@ -140,7 +156,7 @@ def check_turn(turn: Turn) -> dict[str, str]:
         failing["truncated"] = why
     if WHOLE_PLACEHOLDER.match(reply):
         failing["placeholder"] = f"the whole reply is {reply.strip()!r}"
-    else:
+    elif _MAYBE_PLACEHOLDER.search(reply):
         m = PLACEHOLDER.search(_CODE.sub(" ", reply))
         if m:
             failing["placeholder"] = f"leaked template text {m.group(0)[:40]!r}"

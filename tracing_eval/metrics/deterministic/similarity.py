@@ -14,6 +14,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import filterfalse
 
 from rapidfuzz.distance import Indel
 
@@ -46,10 +47,12 @@ def stem(word: str) -> str:
     return word
 
 
-def words(text: str) -> list[str]:
-    """Lower-cased words after NFKC, with apostrophes removed (`don't` -> `dont`)."""
+@lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
+def words(text: str) -> tuple[str, ...]:
+    """Lower-cased words after NFKC, with apostrophes removed (`don't` -> `dont`). Memoised by text:
+    several metrics read the same message."""
     folded = unicodedata.normalize("NFKC", text).lower()
-    return _WORD.findall(_APOSTROPHE.sub("", folded))
+    return tuple(_WORD.findall(_APOSTROPHE.sub("", folded)))
 
 
 def tokens(text: str) -> list[str]:
@@ -59,7 +62,7 @@ def tokens(text: str) -> list[str]:
 
 @lru_cache(maxsize=2048)
 def _tokens(text: str) -> tuple[str, ...]:
-    return tuple(stem(w) for w in word_units(text) if w not in STOP_WORDS)
+    return tuple(map(stem, filterfalse(STOP_WORDS.__contains__, word_units(text))))
 
 
 def shingles(toks: list[str], k: int = SHINGLE) -> frozenset[tuple[str, ...]]:

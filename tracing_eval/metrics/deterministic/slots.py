@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
+from tracing_eval.text import could_match
 
 _I = re.IGNORECASE
 
@@ -334,19 +336,46 @@ _SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+|\n+")
 _NORMALISE_VALUE = re.compile(r"[^a-z0-9@]")
 
 
+#: Literal pieces (lower case) one of which every match of the English pattern holds, for `could_match`.
+#: Keep in step with the patterns: each alternative must contain one of its pieces.
+NOT_FOUND_NEEDS = (
+    "found", "find", "locate", "verify", "match", "retrieve", "record", "account", "order", "reservation",
+    "booking", "exist", "valid", "incorrect", "associated", "recogni", "wrong", "misunderstanding", "mix",
+)  # fmt: skip
+USER_CORRECTION_NEEDS = ("typo", "mistake", "wrong", "incorrect", "mistyped", "meant")
+USER_RETRACTION_NEEDS = (
+    "have", "know", "remember", "recall", "find", "forgot", "not sure", "wrong", "incorrect", "mistake", "typo",
+)  # fmt: skip
+SLOT_NAME_NEEDS = (
+    "order", "mail", "phone", "mobile", "cell", "contact", "zip", "post", "birth", "dob", "date", "user", "login",
+    "account", "customer", "member", "reservation", "booking", "confirmation", "pnr", "tracking", "name",
+    "speaking with",
+)  # fmt: skip
+
+
+@lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
 def not_found(text: str, *, elsewhere: bool = False) -> bool:
     """The text says a value was not found, is invalid or wrong; `elsewhere` adds the other languages."""
-    return bool(NOT_FOUND.search(text) or (elsewhere and NOT_FOUND_ELSEWHERE.search(text)))
+    return bool(
+        (could_match(text, NOT_FOUND_NEEDS) and NOT_FOUND.search(text))
+        or (elsewhere and NOT_FOUND_ELSEWHERE.search(text))
+    )
 
 
 def user_corrects(text: str, *, elsewhere: bool = False) -> bool:
     """The user says a value they gave was wrong ("typo", "I meant")."""
-    return bool(USER_CORRECTION.search(text) or (elsewhere and USER_CORRECTION_ELSEWHERE.search(text)))
+    return bool(
+        (could_match(text, USER_CORRECTION_NEEDS) and USER_CORRECTION.search(text))
+        or (elsewhere and USER_CORRECTION_ELSEWHERE.search(text))
+    )
 
 
 def user_retracts(text: str, *, elsewhere: bool = False) -> bool:
     """The user takes a value back ("I don't have the reservation ID", "that was the wrong number")."""
-    return bool(USER_RETRACTION.search(text) or (elsewhere and USER_RETRACTION_ELSEWHERE.search(text)))
+    return bool(
+        (could_match(text, USER_RETRACTION_NEEDS) and USER_RETRACTION.search(text))
+        or (elsewhere and USER_RETRACTION_ELSEWHERE.search(text))
+    )
 
 
 def norm_value(value: str) -> str:
@@ -421,7 +450,7 @@ def bare_value(slot_name: str, text: str) -> str | None:
 
 def named_slots(text: str, *, elsewhere: bool = False) -> list[str]:
     """Slots a text mentions by name (`order number`, `email`, ...); `elsewhere` adds the other languages."""
-    english = bool(_ANY_SLOT_NAME.search(text))
+    english = could_match(text, SLOT_NAME_NEEDS) and bool(_ANY_SLOT_NAME.search(text))
     other = elsewhere and bool(_ANY_SLOT_NAME_ELSEWHERE.search(text))
     if not (english or other):
         return []

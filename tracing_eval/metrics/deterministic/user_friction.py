@@ -107,11 +107,12 @@ def flags_for(
         found["shouting"] = shouting(text)
         return [f for f in FLAGS if found[f]]
     found = {
-        "correction": bool(cues.DISPUTE.search(text)) or cues.says_no_to_a_detail(text, reply),
-        "reminder": bool(cues.REMINDER.search(text)),
+        "correction": (cues.could_match(text, cues.DISPUTE_NEEDS) and bool(cues.DISPUTE.search(text)))
+        or cues.says_no_to_a_detail(text, reply),
+        "reminder": cues.could_match(text, cues.REMINDER_NEEDS) and bool(cues.REMINDER.search(text)),
         "retry": cues.retries_after_failure(text, reply),
         "repeat": repeats_a_request(text, reply, earlier, words),
-        "frustration": bool(cues.ANNOYANCE.search(text)),
+        "frustration": cues.could_match(text, cues.ANNOYANCE_NEEDS) and bool(cues.ANNOYANCE.search(text)),
         "escalation": cues.asks_for_a_human(text, reply),
         "shouting": shouting(text),
     }
@@ -159,7 +160,7 @@ class UserFriction(MetricBase):
         for k, turn in enumerate(user_turns):
             text = turn.user_text
             plain = frozenset(all_words(text))
-            words = frozenset(stem(w) for w in plain if w not in STOP_WORDS)
+            words = frozenset(map(stem, plain - STOP_WORDS))
             language = other_language(text, plain)
             if language is not None:
                 earlier.append(words)
