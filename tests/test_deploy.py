@@ -222,11 +222,12 @@ def test_copied_files_exist_and_the_dockerignore_lets_them_through(path: Path, i
             assert any(source == a or source.startswith(a + "/") for a in allowed), f"{source} is .dockerignored"
 
 
-def test_sidecar_image_installs_the_project_with_pip() -> None:
+def test_sidecar_image_installs_the_project_and_every_extra_with_pip() -> None:
     copied = {s.rstrip("/").removeprefix("./") for a in args_of(SIDECAR, "COPY") for s in shlex.split(a)[:-1]}
     packages = {p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]}
     assert {"pyproject.toml", PYPROJECT["project"]["readme"], *packages} <= copied
-    assert any(re.search(r"\bpip install \.(\s|$)", run) for run in args_of(SIDECAR, "RUN"))
+    # the project with every optional part: the image serves any configuration (PostgreSQL, Langfuse, OTLP sink)
+    assert any(re.search(r"\bpip install '\.\[all\]'(\s|$)", run) for run in args_of(SIDECAR, "RUN"))
 
 
 def test_sidecar_image_listens_on_every_interface_at_the_default_port() -> None:

@@ -18,6 +18,8 @@ from importlib.metadata import distributions
 from pathlib import Path
 
 from tests.conftest import REPO
+from tracing_eval.extras import EXTRAS as EXTRAS_NAMED
+from tracing_eval.extras import extra_of
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 OWN = {"tracing_eval", "connectors", "tests", "bench", "examples"}
@@ -25,6 +27,9 @@ OWN = {"tracing_eval", "connectors", "tests", "bench", "examples"}
 USED_WITHOUT_IMPORT = {
     "ruff": "the linter tests/test_style.py runs as a command",
     "pytest-asyncio": "a pytest plugin (asyncio_mode = auto)",
+    "mypy": "the type checker tests/test_types.py runs as a command",
+    "types-protobuf": "type stubs mypy reads for protobuf (google.protobuf)",
+    "types-grpcio": "type stubs mypy reads for grpcio",
 }
 
 
@@ -35,8 +40,16 @@ def name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", found[0]).lower()
 
 
+SELF = name(PYPROJECT["project"]["name"])
 RUNTIME = {name(r) for r in PYPROJECT["project"]["dependencies"]}
-DEV = {name(r) for r in PYPROJECT["project"]["optional-dependencies"]["dev"]}
+#: The optional parts (extras) -> their distributions; `all` and `dev` only gather the others.
+EXTRAS = {
+    extra: {name(r) for r in reqs}
+    for extra, reqs in PYPROJECT["project"]["optional-dependencies"].items()
+    if extra not in ("all", "dev")
+}
+OPTIONAL = set().union(*EXTRAS.values())
+DEV = {name(r) for r in PYPROJECT["project"]["optional-dependencies"]["dev"]} - {SELF}
 
 
 @cache
@@ -126,22 +139,41 @@ def undeclared(files: list[Path], allowed: set[str]) -> dict[str, str]:
     }
 
 
-def test_the_engine_and_connectors_import_only_declared_runtime_dependencies() -> None:
+def test_the_engine_and_connectors_import_only_declared_runtime_or_optional_dependencies() -> None:
     files = python_files("tracing_eval", "connectors")
     assert len(files) > 50
-    assert not undeclared(files, RUNTIME)
+    assert not undeclared(files, RUNTIME | OPTIONAL)
+
+
+def test_every_optional_import_is_named_with_its_extra_for_the_error_message() -> None:
+    """A module from an extra is one tracing_eval/extras.py maps to that extra (the CLI names it when missing)."""
+    found = {}
+    for module in imported_modules(python_files("tracing_eval", "connectors")):
+        dist = distribution_of(module)
+        if dist not in RUNTIME:
+            found[module] = ([e for e, dists in EXTRAS.items() if dist in dists], extra_of(module))
+    assert {m for m, (extras, _) in found.items() if extras}, "no optional import found: is the test reading the code?"
+    wrong = {m: v for m, v in found.items() if len(v[0]) != 1 or v[0][0] != v[1]}
+    assert not wrong, f"module -> (extras declaring its distribution, extra named in tracing_eval/extras.py): {wrong}"
+
+
+def test_all_and_dev_install_every_optional_part() -> None:
+    optional = PYPROJECT["project"]["optional-dependencies"]
+    assert optional["all"] == [f"tracing-eval[{','.join(EXTRAS)}]"]
+    assert "tracing-eval[all]" in optional["dev"]
+    assert set(EXTRAS) == set(EXTRAS_NAMED)
 
 
 def test_the_tests_and_benchmarks_import_only_runtime_or_dev_dependencies() -> None:
     files = python_files("tests", "bench")
     assert len(files) > 50
-    assert not undeclared(files, RUNTIME | DEV)
+    assert not undeclared(files, RUNTIME | OPTIONAL | DEV)
 
 
 def test_every_declared_dependency_is_used() -> None:
     files = python_files("tracing_eval", "connectors", "tests", "bench", "examples")
     imported = {distribution_of(m) for m in imported_modules(files)}
-    unused = (RUNTIME | DEV) - imported - set(USED_WITHOUT_IMPORT)
+    unused = (RUNTIME | OPTIONAL | DEV) - imported - set(USED_WITHOUT_IMPORT)
     assert not unused, f"declared in pyproject.toml, imported nowhere: {sorted(unused)}"
-    assert set(USED_WITHOUT_IMPORT) <= RUNTIME | DEV, "a reason kept for a dependency no longer declared"
+    assert set(USED_WITHOUT_IMPORT) <= RUNTIME | OPTIONAL | DEV, "a reason kept for a dependency no longer declared"
     assert not set(USED_WITHOUT_IMPORT) & imported, "imported after all: drop it from USED_WITHOUT_IMPORT"

@@ -334,6 +334,22 @@ async def test_a_missing_database_is_a_clear_error() -> None:
     await store.close()
 
 
+async def test_a_connect_timeout_is_named_in_the_error() -> None:
+    """A server that accepts and never answers: asyncpg's TimeoutError has no message, so its name is said."""
+    silent = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    store = SqlStore(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/test?timeout=0.2")
+    with pytest.raises(StoreError) as err:
+        await store.open()
+    assert (
+        str(err.value)
+        == f"cannot open the store at postgresql+asyncpg://postgres@127.0.0.1:{port}/test?timeout=0.2: TimeoutError"
+    )
+    await store.close()
+    silent.close()
+    await silent.wait_closed()
+
+
 @on_pg
 async def test_four_pipelines_evaluate_the_examples_once(store_url: str, settings: Any) -> None:
     """The real pipeline, four replicas ticking at once over one database: every thread once."""

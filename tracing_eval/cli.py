@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 import orjson
@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tracing_eval import logging as te_logging
 from tracing_eval.config import ConfigError, Settings, load_settings
+from tracing_eval.extras import missing_extra_message
 from tracing_eval.inspection import inspect_traces, render
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.report import (
@@ -56,8 +57,16 @@ def _fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+def _missing_extra(exc: ModuleNotFoundError) -> str:
+    """The line naming the extra that installs the missing module; any other missing module is a bug."""
+    message = missing_extra_message(exc)
+    if message is None:
+        raise exc
+    return message
+
+
 def friendly_errors(fn: F) -> F:
-    """Turn configuration and store errors into one clear line and exit code 2."""
+    """Turn configuration and store errors, and a missing optional part, into one clear line and exit code 2."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -65,8 +74,10 @@ def friendly_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except (ConfigError, StoreError, TranscriptError) as exc:
             _fail(str(exc))
+        except ModuleNotFoundError as exc:
+            _fail(_missing_extra(exc))
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)
 
 
 def config_option(fn: F) -> F:
@@ -1017,8 +1028,11 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
         sys.exit(1)
 
     async def check_langfuse() -> None:
-        from connectors.langfuse import LangfuseClient
-
+        try:
+            from connectors.langfuse import LangfuseClient
+        except ModuleNotFoundError as exc:
+            report(False, "langfuse", _missing_extra(exc))
+            return
         try:
             client = LangfuseClient(settings.langfuse)
         except ConfigError as exc:  # the message names the variables to set
@@ -1046,6 +1060,9 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
             built = worker.build_sinks([n for n in names if not (keyless and n == worker.LANGFUSE)], settings, store)
         except ConfigError as exc:
             report(False, "sinks", str(exc))
+            return
+        except ModuleNotFoundError as exc:
+            report(False, "sinks", _missing_extra(exc))
             return
         report(True, "sinks", ", ".join(names) + " configured (delivery is retried through the outbox)")
         for sink in built:
@@ -1157,7 +1174,7 @@ def inspect_cmd(trace_id: str | None, thread_key: str | None, fmt: str, config_p
     settings = _settings(config_path)
 
     async def load(store: SqlStore) -> tuple[str | None, list[Any]]:
-        key = thread_key or await store.thread_of_trace(trace_id.strip().lower())
+        key = thread_key or await store.thread_of_trace((trace_id or "").strip().lower())
         return key, (await store.load_traces(key) if key else [])
 
     key, traces = _with_store(settings, load)

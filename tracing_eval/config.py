@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -503,7 +503,10 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(f"unknown setting(s) in the environment: {', '.join(unknown)}; known sections: {sections}")
     cls = Settings
     if path is not None:  # a subclass that reads this file; Settings itself reads none
-        cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": path}})
+        cls = cast(
+            type[Settings],
+            type("Settings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": path}}),
+        )
     try:
         return cls(**overrides)
     except ValidationError as exc:

@@ -176,7 +176,8 @@ def _number(value: Any) -> str:
 
 def bounds(field: FieldInfo) -> str:
     """`> 0`, `≥ 0`, `in [0, 1]`, `pattern ...`: the field's declared constraints."""
-    low = high = None
+    low: object = None
+    high: object = None
     low_open = high_open = False
     pattern = None
     for meta in field.metadata:

@@ -28,6 +28,8 @@ from urllib.parse import urlsplit
 import openai
 import orjson
 import structlog
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat.completion_create_params import ResponseFormat
 
 from tracing_eval.config import JudgeSettings
 from tracing_eval.metrics.judged.base import JudgeError, JudgeRequest, JudgeUsage, MalformedAnswer
@@ -36,7 +38,7 @@ from tracing_eval.ratelimit import AdaptiveLimiter, backoff_delay, retry_after_s
 
 T = TypeVar("T")
 Mode = Literal["json_schema", "json_object"]
-Message = dict[str, Any]
+Message = ChatCompletionMessageParam
 
 log = structlog.get_logger(__name__)
 
@@ -178,7 +180,7 @@ def strict_compatible(schema: Any) -> bool:
     return all(strict_compatible(c) for c in children)
 
 
-def response_format(request: JudgeRequest, mode: Mode) -> dict[str, Any]:
+def response_format(request: JudgeRequest, mode: Mode) -> ResponseFormat:
     """The `response_format` of a request: the metric's schema, or plain JSON mode."""
     if mode == "json_object":
         return {"type": "json_object"}
@@ -200,7 +202,7 @@ def instructions_text(request: JudgeRequest, mode: Mode) -> str:
 def build_messages(request: JudgeRequest, mode: Mode) -> list[Message]:
     """System message, transcript, instructions: the first two are the same for every thread metric
     of a thread (a question without a transcript has only the first and the last)."""
-    transcript = [] if request.transcript is None else [{"role": "user", "content": request.transcript}]
+    transcript: list[Message] = [] if request.transcript is None else [{"role": "user", "content": request.transcript}]
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         *transcript,
@@ -578,7 +580,7 @@ class JudgeClient:
     async def _complete(
         self,
         messages: list[Message],
-        fmt: dict[str, Any],
+        fmt: ResponseFormat,
         metric: str,
         thread: ThreadJudge | None,
         usage: JudgeUsage,
@@ -595,7 +597,7 @@ class JudgeClient:
     async def _attempts(
         self,
         messages: list[Message],
-        fmt: dict[str, Any],
+        fmt: ResponseFormat,
         metric: str,
         thread: ThreadJudge | None,
         usage: JudgeUsage,
@@ -649,7 +651,7 @@ class JudgeClient:
         self._charge(metric, call, thread)
         return answer_of(completion)
 
-    async def _create(self, messages: list[Message], fmt: dict[str, Any], metric: str) -> Any:
+    async def _create(self, messages: list[Message], fmt: ResponseFormat, metric: str) -> Any:
         """One chat completion within the call timeout; its outcome and duration go to the observer."""
         started = time.perf_counter()
         try:

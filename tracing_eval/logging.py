@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
+from structlog.typing import EventDict
 
 # Keys that name a secret ("auth_token", "api_key", ...), not counts such as "judge_tokens".
 _SECRET_KEY = re.compile(r"secret|password|passwd|api_?key|authorization|credential|auth_?token|^token$", re.I)
@@ -22,7 +23,7 @@ def redact_url_credentials(text: str) -> str:
     return _URL_CREDENTIALS.sub(r"\1[redacted]@", text) if "@" in text else text
 
 
-def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+def redact_secrets(_logger: Any, _method: str, event: EventDict) -> EventDict:
     """Blank out values of keys that name a secret, and credentials in URLs anywhere in the text
     (messages, errors and formatted tracebacks, which carry no local variables)."""
     for key, value in list(event.items()):
@@ -37,7 +38,7 @@ def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[st
 _QUIET = {"apscheduler": logging.ERROR}
 
 
-class _StdlibHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StdlibHandler(logging.StreamHandler[TextIO]):
     """Marks the handler `configure` installs on the root logger, so a second call replaces it."""
 
 
@@ -49,7 +50,7 @@ def configure(level: str = "info", fmt: str = "console") -> None:
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
-    shared = [
+    shared: list[structlog.typing.Processor] = [
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.format_exc_info,  # plain text, before redaction

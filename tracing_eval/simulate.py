@@ -84,7 +84,7 @@ class ChatTarget:
 
     async def reply(self, messages: list[Message]) -> list[Message]:
         try:
-            completion = await self.client.chat.completions.create(model=self.model, messages=messages)  # type: ignore[arg-type]
+            completion = await self.client.chat.completions.create(model=self.model, messages=messages)  # type: ignore[arg-type]  # OpenAI-style dicts; the endpoint checks them
         except openai.OpenAIError as exc:
             raise SimulationError(f"target {self.name}: {type(exc).__name__}: {exc}") from None
         if not completion.choices:

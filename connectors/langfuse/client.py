@@ -68,7 +68,7 @@ def _body(response: httpx.Response) -> Any:
         return response.text[:500]
 
 
-def _params(params: Mapping[str, Any] | Params) -> list[tuple[str, str]]:
+def _params(params: Mapping[str, Any] | Params) -> tuple[tuple[str, str], ...]:
     """Query pairs without None values; lists become repeated keys; datetimes ISO 8601."""
     pairs = params.items() if isinstance(params, Mapping) else params
     out: list[tuple[str, str]] = []
@@ -82,7 +82,7 @@ def _params(params: Mapping[str, Any] | Params) -> list[tuple[str, str]]:
             elif isinstance(v, bool):
                 v = "true" if v else "false"
             out.append((key, str(v)))
-    return out
+    return tuple(out)
 
 
 class LangfuseClient:

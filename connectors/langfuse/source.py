@@ -45,8 +45,10 @@ log = structlog.get_logger(__name__)
 #: Field groups read from /v2/observations (see reference/langfuse.md §3.1).
 V4_FIELDS = "core,basic,io,metadata,model,usage,trace_context"
 V3_TRACE_FIELDS = "core,io,observations,metrics"
-_V3_LIST_KEYS = ("timestamp", "name", "sessionId", "userId", "tags", "environment", "release", "version")
-_V3_LIST_KEYS += ("input", "output", "metadata", "observations", "latency", "totalCost")
+_V3_LIST_KEYS = (
+    *("timestamp", "name", "sessionId", "userId", "tags", "environment", "release", "version"),
+    *("input", "output", "metadata", "observations", "latency", "totalCost"),
+)
 _DETAIL_CONCURRENCY = 4
 
 
@@ -198,12 +200,12 @@ class LangfuseSource:
                 return await self.client.trace(trace_id)
 
         spans: list[Span] = []
-        for trace in await asyncio.gather(*(detail(t) for t in todo)):
-            if trace is None:
+        for detailed in await asyncio.gather(*(detail(t) for t in todo)):
+            if detailed is None:
                 continue
-            info = trace_info_v3(trace, self.settings.self_marker)
+            info = trace_info_v3(detailed, self.settings.self_marker)
             if self.filter.keep(info):  # observation metadata can mark our own traffic
                 spans += [
-                    s for s in v3_trace_spans(trace, info) if state.changed(s.span_id, fingerprint(s), s.start_ns)
+                    s for s in v3_trace_spans(detailed, info) if state.changed(s.span_id, fingerprint(s), s.start_ns)
                 ]
         return spans

@@ -11,7 +11,7 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from google.protobuf import json_format
@@ -24,7 +24,7 @@ from tracing_eval.model import Span, SpanEvent
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-_STATUS = {0: "unset", 1: "ok", 2: "error"}
+_STATUS: dict[int, Literal["unset", "ok", "error"]] = {0: "unset", 1: "ok", 2: "error"}
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
 
@@ -88,6 +88,7 @@ def decompress_raw_deflate(body: bytes, limit: int, reserve: Callable[[int], Non
 def _inflate(body: bytes, wbits: int, limit: int, encoding: str, reserve: Callable[[int], None] | None) -> bytes:
     """Inflate every member of `body` (gzip) or the one stream (zlib, raw deflate; trailing bytes ignored)."""
     view, out, pos, reserved = memoryview(body), bytearray(), 0, 0
+    data: bytes | memoryview
     while True:
         d, feed, data = zlib.decompressobj(wbits), _FIRST_FEED, b""
         while not d.eof:
@@ -337,11 +338,11 @@ def logs_from_request(req: ExportLogsServiceRequest) -> Decoded:
 
 
 def parse_traces(body: bytes, mt: str) -> ExportTraceServiceRequest:
-    return parse(body, mt, ExportTraceServiceRequest())  # type: ignore[no-any-return]
+    return parse(body, mt, ExportTraceServiceRequest())
 
 
 def parse_logs(body: bytes, mt: str) -> ExportLogsServiceRequest:
-    return parse(body, mt, ExportLogsServiceRequest())  # type: ignore[no-any-return]
+    return parse(body, mt, ExportLogsServiceRequest())
 
 
 def decode_traces(body: bytes, mt: str) -> Decoded:
@@ -363,7 +364,7 @@ def decode_json_line(line: bytes) -> Decoded:
     _json_ids_to_base64(obj)
     if "resourceSpans" in obj or "resource_spans" in obj:
         msg: Any = ExportTraceServiceRequest()
-        convert = spans_from_request
+        convert: Callable[[Any], Decoded] = spans_from_request
     elif "resourceLogs" in obj or "resource_logs" in obj:
         msg = ExportLogsServiceRequest()
         convert = logs_from_request

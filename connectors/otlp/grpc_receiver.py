@@ -112,16 +112,16 @@ class OtlpGrpcReceiver:
             await self.server.stop(grace)
 
     def _service(self, name: str, signal: str, response: Any) -> grpc.GenericRpcHandler:
-        handler = grpc.unary_unary_rpc_method_handler(
+        handler: grpc.RpcMethodHandler[bytes, Any] = grpc.unary_unary_rpc_method_handler(
             self._handler(signal),
             request_deserializer=None,  # bytes: parsed on a decode thread, after admission
             response_serializer=response.SerializeToString,
         )
         return grpc.method_handlers_generic_handler(name, {"Export": handler})
 
-    def _handler(self, signal: str) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Any]]:
-        async def export(body: bytes, context: grpc.aio.ServicerContext) -> Any:
-            metadata = dict(context.invocation_metadata() or ())
+    def _handler(self, signal: str) -> Callable[[bytes, grpc.aio.ServicerContext[bytes, Any]], Awaitable[Any]]:
+        async def export(body: bytes, context: grpc.aio.ServicerContext[bytes, Any]) -> Any:
+            metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}  # no -bin key read
             held = self.intake.reservation()
             try:
                 if not self.intake.authorized(metadata.get("authorization")):
@@ -138,7 +138,7 @@ class OtlpGrpcReceiver:
 
         return export
 
-    async def _abort(self, context: grpc.aio.ServicerContext, refusal: Refusal, peer: str) -> None:
+    async def _abort(self, context: grpc.aio.ServicerContext[bytes, Any], refusal: Refusal, peer: str) -> None:
         self.intake.refuse(TELEMETRY_SOURCE, refusal, peer=peer)
         code = CODES[refusal.reason]
         trailers = retry_trailers(code, refusal.message, self.settings.retry_after_seconds) if refusal.retryable else ()

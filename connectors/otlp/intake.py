@@ -151,14 +151,15 @@ class Accepted:
 
 def export_response(signal: str, accepted: Accepted) -> ExportTraceServiceResponse | ExportLogsServiceResponse:
     """The OTLP answer to an accepted request, with `partial_success` when anything was rejected."""
+    resp: ExportTraceServiceResponse | ExportLogsServiceResponse
     if signal == "traces":
-        resp: ExportTraceServiceResponse | ExportLogsServiceResponse = ExportTraceServiceResponse()
+        resp = traces = ExportTraceServiceResponse()
         if accepted.rejected:
-            resp.partial_success.rejected_spans = accepted.rejected
+            traces.partial_success.rejected_spans = accepted.rejected
     else:
-        resp = ExportLogsServiceResponse()
+        resp = logs = ExportLogsServiceResponse()
         if accepted.rejected:
-            resp.partial_success.rejected_log_records = accepted.rejected
+            logs.partial_success.rejected_log_records = accepted.rejected
     if accepted.rejected:
         resp.partial_success.error_message = "; ".join(accepted.errors[:5])
     return resp
@@ -334,8 +335,8 @@ class Intake:
         self, signal: str, box: list[bytes], encoding: str | None, mt: str, held: Reservation, transport: str
     ) -> Accepted:
         limit = self.settings.max_body_bytes
-        parse = parse_traces if signal == "traces" else parse_logs
-        chunks = span_chunks if signal == "traces" else log_chunks
+        parse: Callable[[bytes, str], Any] = parse_traces if signal == "traces" else parse_logs
+        chunks: Callable[[Any, int], Iterator[Decoded]] = span_chunks if signal == "traces" else log_chunks
 
         def decode() -> Iterator[Decoded]:
             body = box.pop()

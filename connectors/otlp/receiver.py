@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 from google.rpc import status_pb2
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -64,10 +65,10 @@ STATUS = {
 }
 
 
-def _body(mt: str, message: object) -> bytes:
+def _body(mt: str, message: Message) -> bytes:
     if mt == JSON:
-        return json_format.MessageToJson(message, indent=None).encode()  # type: ignore[arg-type]
-    return message.SerializeToString()  # type: ignore[attr-defined]
+        return json_format.MessageToJson(message, indent=None).encode()
+    return message.SerializeToString()
 
 
 class OtlpReceiver:
@@ -137,6 +138,7 @@ class OtlpReceiver:
         )
 
     async def _handle(self, request: Request, signal: str) -> Response:
+        bad_type: str | None
         try:
             mt = media_type(request.headers.get("content-type"))
         except OtlpDecodeError as exc:

@@ -20,6 +20,7 @@ import os
 import re
 import ssl
 import time
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -55,7 +56,7 @@ class OtlpExportError(Exception):
     """The OTLP endpoint did not take the event; the outbox retries."""
 
 
-def resolve_endpoint(configured: str | None, env: dict[str, str] | None = None) -> str:
+def resolve_endpoint(configured: str | None, env: Mapping[str, str] | None = None) -> str:
     """The logs URL: config, else `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` (as is), else
     `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/logs`. A configured URL without a path gets `/v1/logs`."""
     env = os.environ if env is None else env
@@ -172,7 +173,7 @@ def _resource(service_name: str) -> ProtoResource:
     return out
 
 
-def _headers(configured: dict[str, str], env: dict[str, str] | None = None) -> dict[str, str]:
+def _headers(configured: dict[str, str], env: Mapping[str, str] | None = None) -> dict[str, str]:
     """`OTEL_EXPORTER_OTLP_HEADERS`, then `OTEL_EXPORTER_OTLP_LOGS_HEADERS`, then the configured ones (last wins)."""
     env = os.environ if env is None else env
     headers: dict[str, str] = {}
@@ -182,14 +183,14 @@ def _headers(configured: dict[str, str], env: dict[str, str] | None = None) -> d
     return {**headers, "content-type": "application/x-protobuf"}
 
 
-def _gzip(env: dict[str, str] | None = None) -> bool:
+def _gzip(env: Mapping[str, str] | None = None) -> bool:
     """Whether `OTEL_EXPORTER_OTLP_LOGS_COMPRESSION` (else `OTEL_EXPORTER_OTLP_COMPRESSION`) asks for gzip."""
     env = os.environ if env is None else env
     value = env.get(LOGS_COMPRESSION_ENV) or env.get(COMPRESSION_ENV) or ""
     return value.strip().lower() == "gzip"
 
 
-def tls_verify(env: dict[str, str] | None = None) -> ssl.SSLContext | bool:
+def tls_verify(env: Mapping[str, str] | None = None) -> ssl.SSLContext | bool:
     """Server verification: the CA file of `OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE` (else
     `OTEL_EXPORTER_OTLP_CERTIFICATE`) when set, else the default trust store."""
     env = os.environ if env is None else env

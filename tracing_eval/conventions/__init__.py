@@ -52,10 +52,11 @@ _INPUTS: tuple[Callable[[Span], list[Message]], ...] = (
     langfuse.observation_input,
 )
 #: The same, with the two readers of long histories that can read only a turn's tail doing so.
-_TURN_INPUTS = tuple(
-    {genai.input_messages: genai.input_tail, openinference.input_messages: openinference.input_tail}.get(fn, fn)
-    for fn in _INPUTS
-)
+_TAILS: dict[Callable[[Span], list[Message]], Callable[[Span], list[Message]]] = {
+    genai.input_messages: genai.input_tail,
+    openinference.input_messages: openinference.input_tail,
+}
+_TURN_INPUTS = tuple(_TAILS.get(fn, fn) for fn in _INPUTS)
 _OUTPUTS: tuple[Callable[[Span], list[Message]], ...] = (
     genai.output_messages,
     genai.details_output,

@@ -166,7 +166,7 @@ def openai_tool_calls(raw: Any) -> list[ToolCall]:
     for tc in raw:
         if not isinstance(tc, dict):
             continue
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        fn = found if isinstance(found := tc.get("function"), dict) else {}
         args = fn.get("arguments", tc.get("arguments", tc.get("args")))
         calls.append(tool_call(tc.get("id") or tc.get("call_id"), fn.get("name") or tc.get("name"), args))
     return calls
@@ -186,7 +186,7 @@ def openai_message(raw: dict[str, Any], *, output: bool = False, finish_reason: 
     calls = openai_tool_calls(raw.get("tool_calls"))
     if isinstance(raw.get("function_call"), dict):
         calls.append(tool_call(None, raw["function_call"].get("name"), raw["function_call"].get("arguments")))
-    metadata = raw.get("response_metadata") if isinstance(raw.get("response_metadata"), dict) else {}
+    metadata = found if isinstance(found := raw.get("response_metadata"), dict) else {}
     finish = as_str(finish_reason) or as_str(raw.get("finish_reason")) or as_str(metadata.get("finish_reason"))
     return [Message(role="assistant", content=content, tool_calls=calls, finish_reason=finish)]
 

@@ -25,7 +25,7 @@ class MetricSet:
 
     @property
     def names(self) -> list[str]:
-        return [m.spec.name for m in [*self.deterministic, *self.judged]]
+        return [m.spec.name for m in self.deterministic] + [m.spec.name for m in self.judged]
 
 
 def known_names(settings: Settings) -> list[str]:

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
+from tracing_eval.extras import missing_extra_message
 from tracing_eval.identity import is_sampled, thread_key
 from tracing_eval.model import MetricResult, Span, SpanEvent
 from tracing_eval.store import history
@@ -181,7 +182,8 @@ class SqlStore:
         try:
             self.engine = engine or create_async_engine(url, **_engine_options(url))
         except Exception as exc:  # a malformed URL or a missing driver: say which, without the password
-            raise StoreError(f"store.url is not usable: {_safe_error(url, exc)}") from None
+            extra = missing_extra_message(exc) if isinstance(exc, ModuleNotFoundError) else None
+            raise StoreError(f"store.url is not usable: {extra or _safe_error(url, exc)}") from None
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
@@ -222,7 +224,7 @@ class SqlStore:
             await _join_sqlite_workers(threads_before)
             raise StoreError(
                 f"cannot open the store at {make_url(self.url).render_as_string(hide_password=True)}: "
-                f"{exc or type(exc).__name__}"  # a connect timeout has no message of its own
+                f"{str(exc) or type(exc).__name__}"  # a connect timeout has no message of its own
             ) from exc
 
     async def close(self) -> None:
@@ -601,16 +603,17 @@ class SqlStore:
         raw_events: list[tuple[str, str, bytes]] = []
         for chunk in _chunks(trace_ids):
             query = select(t.spans.c.trace_id, t.spans.c.data).where(t.spans.c.trace_id.in_(chunk))
-            raw += [tuple(r) for r in await conn.execute(query)]
-            query = select(t.span_events.c.trace_id, t.span_events.c.span_id, t.span_events.c.data)
-            raw_events += [tuple(r) for r in await conn.execute(query.where(t.span_events.c.trace_id.in_(chunk)))]
+            raw += [(trace_id, data) for trace_id, data in await conn.execute(query)]
+            events_query = select(t.span_events.c.trace_id, t.span_events.c.span_id, t.span_events.c.data)
+            events_query = events_query.where(t.span_events.c.trace_id.in_(chunk))
+            raw_events += [(trace_id, span_id, data) for trace_id, span_id, data in await conn.execute(events_query)]
         if not raw:
             return {}
         ms = t.messages.c
         nodes: dict[str, dict[str, tuple[str | None, bytes]]] = defaultdict(dict)
         for chunk in _chunks(list(traces)):
-            query = select(ms.thread_key, ms.id, ms.parent, ms.data).where(ms.thread_key.in_(chunk))
-            for key, node, parent, data in await conn.execute(query):
+            nodes_query = select(ms.thread_key, ms.id, ms.parent, ms.data).where(ms.thread_key.in_(chunk))
+            for key, node, parent, data in await conn.execute(nodes_query):
                 nodes[key][node] = (parent, data)
         thread_of = {tid: key for key, ids in traces.items() for tid in ids}
         histories = {key: history.Histories(nodes[key]) for key in traces}
@@ -842,6 +845,7 @@ class SqlStore:
             .order_by(ob.id)
             .limit(limit)
         )
+        rows: Sequence[Any]
         if self.dialect == "postgresql":
             due = q.with_only_columns(ob.id).with_for_update(skip_locked=True)
             take = (
@@ -1097,7 +1101,9 @@ class SqlStore:
             await conn.commit()
             raw = await conn.get_raw_connection()
             # executescript steps the pragma to the end (execute would free one page per call)
-            await raw.driver_connection.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+            driver = raw.driver_connection
+            assert driver is not None, "an open connection has a driver connection"
+            await driver.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
             after = (await conn.exec_driver_sql("PRAGMA freelist_count")).scalar() or 0
         return max(0, int(before) - int(after))
 

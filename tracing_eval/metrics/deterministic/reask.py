@@ -66,9 +66,9 @@ def _fill(ledger: dict[str, Given], msg: Located, asked_before: list[str]) -> No
     for slot, value in given:
         ledger[slot] = Given(value, msg.position, msg.turn)
     if len(asked_before) == 1 and asked_before[0] not in {slot for slot, _ in given}:
-        value = slots.bare_value(asked_before[0], msg.text)
-        if value:
-            ledger[asked_before[0]] = Given(value, msg.position, msg.turn)
+        bare = slots.bare_value(asked_before[0], msg.text)
+        if bare:
+            ledger[asked_before[0]] = Given(bare, msg.position, msg.turn)
 
 
 def _forget(ledger: dict[str, Given], text: str, *, by_name: bool = True, elsewhere: bool = False) -> None:

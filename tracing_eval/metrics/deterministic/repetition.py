@@ -450,7 +450,7 @@ def _classify(
 
 def _segments(positions: dict[str, list[int]], text: dict[str, tuple[str, list[str]]]) -> list[dict[str, Any]]:
     """Sentences whose normalised form occurs in two or more replies."""
-    out = [
+    out: list[dict[str, Any]] = [
         {"text": _sentence_text(*text[u])[:200], "count": len(p), "positions": p}
         for u, p in positions.items()
         if len(p) >= 2

@@ -107,8 +107,8 @@ def lexical_evidence(thread: Thread, ctx: JudgeContext) -> dict[str, Any]:
 
 def skip_reason(lexical: dict[str, Any]) -> str | None:
     """Why the judge need not be asked, or None when it must be (any signal missing: ask)."""
-    similarity = lexical.get("max_similarity")
-    sentence = lexical.get("max_sentence_similarity")
+    similarity: Any = lexical.get("max_similarity")  # checked to be a number below
+    sentence: Any = lexical.get("max_sentence_similarity")
     clean = (
         lexical.get("repetition") == "none"
         and lexical.get("refusal_loop") == "none"

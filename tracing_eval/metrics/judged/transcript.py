@@ -338,9 +338,10 @@ def _fit(
     show_system: bool = True,
 ) -> Rendered:
     """Render; while over budget, halve the content caps (clipping more, always with a marker)."""
-    current: Limits | None = limits
+    current = limits
     rendered = _render(thread, limits, turns, keep, until, before, show_system)
-    while rendered.over_budget and (current := current.tighter()) is not None:
+    while rendered.over_budget and (tighter := current.tighter()) is not None:
+        current = tighter
         rendered = _render(thread, current, turns, keep, until, before, show_system)
     return rendered
 
