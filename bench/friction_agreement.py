@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tracing_eval.agreement import Confusion, binary
 from tracing_eval.metrics.deterministic.thread_stats import ThreadStats
 from tracing_eval.metrics.deterministic.tool_errors import ToolErrors
 from tracing_eval.metrics.deterministic.user_friction import UserFriction
@@ -54,18 +55,8 @@ def confusion(pairs: list[tuple[bool, bool]]) -> dict[str, int]:
 
 
 def agreement(t: dict[str, int]) -> dict[str, float]:
-    tp, fp, fn, tn = t["tp"], t["fp"], t["fn"], t["tn"]
-    n = tp + fp + fn + tn
-    po = (tp + tn) / n
-    pe = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / (n * n)
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    return {
-        "kappa": (po - pe) / (1 - pe) if pe < 1 else 0.0,
-        "precision": precision,
-        "recall": recall,
-        "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-    }
+    """Kappa, precision, recall and F1 of a confusion table (`tracing_eval.agreement`)."""
+    return binary(Confusion(**t))
 
 
 def bootstrap_kappa(by_thread: list[list[tuple[bool, bool]]], draws: int, seed: int) -> tuple[float, float]:

@@ -21,26 +21,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tracing_eval.agreement import Confusion, binary
 from tracing_eval.metrics.deterministic.refusal_loop import RefusalLoop, is_refusal
 from tracing_eval.transcripts import thread_from_messages
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 REFUSAL_LABELS = frozenset({"full_refusal", "partial_refusal"})
-
-
-def kappa_table(tp: int, fp: int, fn: int, tn: int) -> dict[str, float]:
-    """Cohen's kappa, precision, recall and F1 of a binary confusion table."""
-    n = tp + fp + fn + tn
-    observed = (tp + tn) / n if n else 0.0
-    expected = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / (n * n) if n else 0.0
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    return {
-        "kappa": (observed - expected) / (1 - expected) if expected < 1 else 0.0,
-        "precision": precision,
-        "recall": recall,
-        "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-    }
 
 
 def reply_agreement(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -58,7 +44,7 @@ def reply_agreement(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"unread": unread, "groups": {}}
     for group in sorted({g for g, _ in cells}, key=lambda g: (g != "all", g)):
         table = {c: cells[(group, c)] for c in ("tp", "fp", "fn", "tn")}
-        out["groups"][group] = {**table, **kappa_table(**table)}
+        out["groups"][group] = {**table, **binary(Confusion(**table))}
     return out
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import statistics
 import time
 from pathlib import Path
 
+from tracing_eval.agreement import Pair, cells_of, spearman
 from tracing_eval.metrics.deterministic.refusal_loop import RefusalLoop
 from tracing_eval.metrics.deterministic.repetition import Repetition
 from tracing_eval.metrics.judged.repetitive_pattern import repeated_tool_calls, skip_reason
@@ -23,21 +23,6 @@ from tracing_eval.model import Status
 from tracing_eval.transcripts import thread_from_json_line
 
 DATASET = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "dstc9_interactive.jsonl"
-
-
-def ranks(xs: list[float]) -> list[float]:
-    """Average ranks (ties share the mean rank), for Spearman's rho."""
-    order = sorted(range(len(xs)), key=xs.__getitem__)
-    out = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in order[i : j + 1]:
-            out[k] = (i + j) / 2 + 1
-        i = j + 1
-    return out
 
 
 def main() -> None:
@@ -73,7 +58,7 @@ def main() -> None:
     scored = [(r, lab["diverse"]["mean"]) for _, r, _, lab in rows if isinstance(lab["diverse"]["mean"], int | float)]
     counts = [float(len(r.evidence["repeated_messages"])) if r.status == Status.OK else 0.0 for r, _ in scored]
     means = [float(m) for _, m in scored]
-    rho = statistics.correlation(ranks(counts), ranks(means))
+    rho = spearman(cells_of(Pair(False, None, c, m) for c, m in zip(counts, means, strict=True))) or 0.0
     print(f"Spearman(repeat count per thread, diverse mean) = {rho:+.3f} over {len(scored)} threads")
 
     skipped = 0

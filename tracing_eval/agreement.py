@@ -97,6 +97,14 @@ def f1(c: Confusion) -> float | None:
     return _ratio(2 * c.tp, 2 * c.tp + c.fp + c.fn)
 
 
+def binary(c: Confusion) -> dict[str, float]:
+    """Kappa, precision, recall and F1 of a table, 0.0 where a ratio is undefined (for reports)."""
+    return {
+        name: stat(c) or 0.0
+        for name, stat in (("kappa", kappa), ("precision", precision), ("recall", recall), ("f1", f1))
+    }
+
+
 def _midranks(weighted: Sequence[tuple[float, int]]) -> dict[float, float]:
     """Mid-rank of each distinct value, given (value, count) pairs: tied units share the mean rank."""
     totals: Counter[float] = Counter()

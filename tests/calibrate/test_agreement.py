@@ -10,6 +10,7 @@ from tracing_eval.agreement import (
     Confusion,
     Pair,
     agreement,
+    binary,
     bootstrap,
     cells_of,
     confusion,
@@ -49,6 +50,13 @@ def test_undefined_ratios_are_none_not_zero() -> None:
     assert precision(c) is None
     assert recall(c) == 0.0
     assert kappa(Confusion()) is None
+
+
+def test_binary_report_gives_zero_for_undefined_ratios() -> None:
+    assert binary(Confusion(20, 5, 10, 15)) == pytest.approx(
+        {"kappa": 0.4, "precision": 0.8, "recall": 2 / 3, "f1": 40 / 55}
+    )
+    assert binary(Confusion(0, 0, 4, 6))["precision"] == 0.0
 
 
 def test_unlabelled_units_are_left_out_of_the_table() -> None:
