@@ -14,7 +14,6 @@ an assistant message are `not_applicable`. The thread score is the share of clea
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import Counter
 from functools import lru_cache
 
@@ -22,6 +21,7 @@ from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS
 from tracing_eval.metrics.deterministic.similarity import words
 from tracing_eval.model import MetricResult, Scope, Thread, Turn, not_applicable, score_result
+from tracing_eval.text import script_of as text_script_of
 
 NAME = "response_hygiene"
 VERSION = "2"
@@ -85,22 +85,7 @@ def truncated(text: str, finish_reason: str | None) -> str | None:
 @lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
 def script_of(text: str) -> str | None:
     """The dominant Unicode script of the letters in `text`, when there are enough of them."""
-    if text.isascii():
-        letters = sum(map(str.isalpha, text))
-        return "LATIN" if letters >= MIN_SCRIPT_LETTERS else None
-    counts: Counter[str] = Counter()
-    for ch in text:
-        if ch.isalpha():
-            name = unicodedata.name(ch, "")
-            script = name.split(" ", 1)[0] if name else "UNKNOWN"
-            if script in ("HIRAGANA", "KATAKANA", "CJK"):
-                script = "CJK"
-            counts[script] += 1
-    total = sum(counts.values())
-    if total < MIN_SCRIPT_LETTERS:
-        return None
-    script, n = counts.most_common(1)[0]
-    return script if n / total >= SCRIPT_SHARE else None
+    return text_script_of(text, min_letters=MIN_SCRIPT_LETTERS, share=SCRIPT_SHARE)
 
 
 @lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
