@@ -29,7 +29,8 @@ from connectors.review.webhook import (
 )
 from tests.conftest import EXAMPLES
 from tests.fakes.loopback import LoopbackServer
-from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings, WebhookSettings
+from connectors.review.settings import WebhookSettings
+from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import Scope, Span, score_result
 from tracing_eval.pipeline import Pipeline
