@@ -88,7 +88,14 @@ def outbox_sinks(names: Sequence[str]) -> dict[str, list[str]]:
 def build_sinks(names: Sequence[str], settings: Settings, store: Store) -> list[Sink]:
     """Sink objects by name; `local` (the store and its review queue) needs no outbox."""
     context = registry.SinkContext(settings, store)
-    return [registry.sink(name).build(context) for name in names if name != LOCAL]
+    built = []
+    for name in names:
+        if name != LOCAL:
+            sink = registry.sink(name).build(context)
+            if sink.name != name:  # the outbox keys rows by the registered name
+                raise registry.RegistryError(f"the sink registered as {name!r} calls itself {sink.name!r}")
+            built.append(sink)
+    return built
 
 
 def build_sources(
