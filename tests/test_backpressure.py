@@ -331,7 +331,9 @@ async def test_the_sdk_exporter_retries_through_429_and_no_span_is_lost(
     rx = OtlpReceiver(store, settings, telemetry=telemetry, sinks=["webhook"])
     sock = http_server.bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = _Server(uvicorn.Config(http_server.http_app(rx.routes()), log_level="warning", lifespan="off", access_log=False))
+    server = _Server(
+        uvicorn.Config(http_server.http_app(rx.routes()), log_level="warning", lifespan="off", access_log=False)
+    )
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     # the exporter's own deadline is generous, so it keeps retrying as long as the receiver asks it to
     exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=LIVENESS_SECONDS)

@@ -17,12 +17,12 @@ from tests.fakes.loopback import LoopbackServer
 from tests.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_otlp_sink import Collector
 from tests.test_retention import Clock
+from tracing_eval.app import build_pipeline
 from tracing_eval.config import Settings
+from tracing_eval.server import http_app
 from tracing_eval.store import schema as t
 from tracing_eval.store.sql import SqlStore
 from tracing_eval.telemetry import Telemetry
-from tracing_eval.app import build_pipeline
-from tracing_eval.server import http_app
 from tracing_eval.worker import Worker
 
 DAY = 86400.0

@@ -32,6 +32,7 @@ from tests.fakes.schema_judge import SchemaJudge
 from tests.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_judge import TRANSCRIPT, answer, ask, verdict
 from tests.test_sidecar import LIVENESS_DEADLINE, free_port
+from tracing_eval.app import build_pipeline, build_store
 from tracing_eval.config import JudgeSettings, load_settings
 from tracing_eval.judge import JudgeClient
 from tracing_eval.metrics.judged.base import JudgeError
@@ -41,7 +42,6 @@ from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Outgoing, Readiness
 from tracing_eval.store.sql import SqlStore
 from tracing_eval.telemetry import Telemetry
-from tracing_eval.app import build_pipeline, build_store
 from tracing_eval.worker import Worker
 
 PB = {"content-type": "application/x-protobuf"}

@@ -57,7 +57,9 @@ async def serving(rx: OtlpReceiver) -> AsyncIterator[str]:
     """The worker's HTTP app (health, receiver) under uvicorn on a free port; yields its base URL."""
     sock = http_server.bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = _Server(uvicorn.Config(http_server.http_app(rx.routes()), log_level="warning", lifespan="off", access_log=False))
+    server = _Server(
+        uvicorn.Config(http_server.http_app(rx.routes()), log_level="warning", lifespan="off", access_log=False)
+    )
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         await eventually(lambda: server.started, "uvicorn started")
