@@ -4,6 +4,10 @@
   the system reply before this message <= 2 of 5"; the prediction is the turn's `user_friction` result
   failing (`passed` is false). Cohen's kappa, precision, recall, F1, the confusion table, a 95%
   bootstrap interval for kappa (threads resampled, 1,000 draws) and the precision of each flag.
+  Cue classes: the flags split by what triggered them (a `correction` that disputes the reply, or a
+  "no" to a reply that checked a detail, or to one that stated it; a `retry` with new details or
+  without), the precision of each, and what precision, recall and kappa the metric would have with
+  only some classes: every class but one, and the most precise classes added one at a time.
 - tau-bench airline (gpt-4o): task success of threads that `user_friction` fails (and of threads with
   any flagged turn) against the rest; the same for `thread_stats.abandoned` and for `tool_errors` failing.
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tracing_eval.agreement import Confusion, binary
+from tracing_eval.metrics.deterministic import friction_cues as cues
 from tracing_eval.metrics.deterministic.thread_stats import ThreadStats
 from tracing_eval.metrics.deterministic.tool_errors import ToolErrors
 from tracing_eval.metrics.deterministic.user_friction import UserFriction
@@ -74,6 +80,47 @@ def bootstrap_kappa(by_thread: list[list[tuple[bool, bool]]], draws: int, seed: 
     return values[int(0.025 * draws)], values[int(0.975 * draws) - 1]
 
 
+#: a retry that brings new details ("try again for 4 people") is a new request, not the same one again
+_NEW_DETAILS = re.compile(r"\d|\b(?:for|at|on|with|instead|but|this time)\s+\w", re.IGNORECASE)
+
+
+def cue_classes(text: str, reply: str, flags: list[str]) -> set[str]:
+    """What triggered the flags of one user message (finer than the flags)."""
+    text, reply = text.replace("\u2019", "'"), reply.replace("\u2019", "'")
+    out = {f for f in flags if f not in ("correction", "retry")}
+    if "correction" in flags:
+        if cues.DISPUTE.search(text):
+            out.add("correction: disputes the reply")
+        if cues.says_no_to_a_detail(text, reply):
+            checked = bool(cues.CONFIRMATION.search(reply))
+            out.add("correction: no to a detail the reply " + ("checked" if checked else "stated"))
+    if "retry" in flags:
+        out.add("retry: " + ("with new details" if _NEW_DETAILS.search(text) else "the same request"))
+    return out
+
+
+def cue_subsets(units: list[tuple[bool, set[str]]], positives: int, total: int) -> dict[str, Any]:
+    """Precision per cue class, and the agreement of the metric restricted to some classes."""
+
+    def score(keep: set[str]) -> dict[str, float]:
+        flagged = [label for label, classes in units if classes & keep]
+        tp = sum(flagged)
+        table = {"tp": tp, "fp": len(flagged) - tp, "fn": positives - tp, "tn": total - positives - len(flagged) + tp}
+        return {"flagged": len(flagged), **agreement(table)}
+
+    classes = sorted({c for _, cs in units for c in cs})
+    single = {c: score({c}) for c in classes}
+    ladder, kept = {}, set()
+    for c in sorted(classes, key=lambda c: -single[c]["precision"]):
+        kept.add(c)
+        ladder[" + ".join(sorted(kept)) if len(kept) == 1 else f"+ {c}"] = score(set(kept))
+    return {
+        "classes": {c: {"flagged": v["flagged"], "precision": v["precision"]} for c, v in single.items()},
+        "without": {c: score(set(classes) - {c}) for c in classes},
+        "most_precise_first": ladder,
+    }
+
+
 def uss(path: Path, draws: int) -> dict[str, Any]:
     metric = UserFriction()
     by_thread: list[list[tuple[bool, bool]]] = []
@@ -81,6 +128,7 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
     flags: Counter[str] = Counter()
     flag_hits: Counter[str] = Counter()
     not_applicable = 0
+    units: list[tuple[bool, set[str]]] = []
     for row in rows(path):
         thread = thread_from_messages(row["thread_id"], row["turns"])
         turn_of = {t.messages[0].position: t.index for t in thread.turns}
@@ -93,9 +141,14 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
                 not_applicable += 1
             predicted = result is not None and result.passed is False
             pairs.append((label, predicted))
-            for f in (result.evidence or {}).get("flags", []) if result is not None else []:
+            found = (result.evidence or {}).get("flags", []) if result is not None else []
+            for f in found:
                 flags[f] += 1
                 flag_hits[f] += label
+            if found:
+                i = item["turn_index"]
+                reply = next((m["content"] for m in reversed(row["turns"][:i]) if m["role"] == "assistant"), "")
+                units.append((label, cue_classes(row["turns"][i]["content"], reply or "", found)))
         by_thread.append(pairs)
         by_source.setdefault(row["system"], []).extend(pairs)
     everything = [p for pairs in by_thread for p in pairs]
@@ -110,6 +163,7 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
         "kappa_95": [low, high],
         "by_source": {s: agreement(confusion(p)) for s, p in sorted(by_source.items())},
         "flags": {f: {"flagged": n, "precision": flag_hits[f] / n} for f, n in flags.most_common()},
+        "cue_classes": cue_subsets(units, sum(lab for lab, _ in everything), len(everything)),
     }
 
 
@@ -177,6 +231,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {source}: kappa {a['kappa']:.3f}, precision {a['precision']:.3f}, recall {a['recall']:.3f}")
     for flag, f in u["flags"].items():
         print(f"  flag {flag}: {f['flagged']} turns, precision {f['precision']:.2f}")
+    cc = u["cue_classes"]
+    print("  cue classes (flagged turns, precision):")
+    for name, v in sorted(cc["classes"].items(), key=lambda kv: -kv[1]["precision"]):
+        print(f"    {name}: {v['flagged']}, {v['precision']:.2f}")
+    line = "    {}: flagged {}, precision {:.3f}, recall {:.3f}, kappa {:.3f}"
+    print("  every cue class but one:")
+    for name, v in cc["without"].items():
+        print(line.format("without " + name, v["flagged"], v["precision"], v["recall"], v["kappa"]))
+    print("  the most precise cue classes first:")
+    for name, v in cc["most_precise_first"].items():
+        print(line.format(name, v["flagged"], v["precision"], v["recall"], v["kappa"]))
     print("tau-bench airline task success:")
     for name, g in report["tau"].items():
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
