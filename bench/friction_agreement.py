@@ -8,6 +8,8 @@
   "no" to a reply that checked a detail, or to one that stated it; a `retry` with new details or
   without), the precision of each, and what precision, recall and kappa the metric would have with
   only some classes: every class but one, and the most precise classes added one at a time.
+  Context tests: how often a "no" + replacement correction is rated dissatisfied when its detail was
+  given before or is new, with or without change-of-mind words, and any message opening with "no".
 - tau-bench airline (gpt-4o): task success of threads that `user_friction` fails (and of threads with
   any flagged turn) against the rest; the same for `thread_stats.abandoned` and for `tool_errors` failing.
 
@@ -31,6 +33,8 @@ from typing import Any
 
 from tracing_eval.agreement import Confusion, binary
 from tracing_eval.metrics.deterministic import friction_cues as cues
+from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
+from tracing_eval.metrics.deterministic.similarity import stem, words
 from tracing_eval.metrics.deterministic.thread_stats import ThreadStats
 from tracing_eval.metrics.deterministic.tool_errors import ToolErrors
 from tracing_eval.metrics.deterministic.user_friction import UserFriction
@@ -99,6 +103,41 @@ def cue_classes(text: str, reply: str, flags: list[str]) -> set[str]:
     return out
 
 
+#: words of a user revising their own request ("No, actually make it 4"), not of a reply at fault
+_CHANGE_OF_MIND = re.compile(
+    r"\b(?:make (?:it|that)|change|instead|actually|rather|sorry|wait|scratch|on second thought|changed my mind"
+    r"|change of plans?|prefer|switch|update)\b",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten".split())}
+_GENERIC = frozenset(
+    "no nope nah not want need like make change please actually instead would it be book reservation reserve"
+    " ticket tickets people person should sorry wait".split()
+)
+
+
+def _details(text: str) -> set[str]:
+    return {_NUMBER_WORDS.get(w, stem(w)) for w in words(text)} - STOP_WORDS - _GENERIC
+
+
+def context_splits(row: dict[str, Any], i: int, label: bool, splits: Counter[tuple[str, bool]]) -> None:
+    """Context tests on a "no" + replacement correction at message `i`: was its new detail given by the
+    user before (the reply got it wrong) or new (the user changed their mind)? Does it use change-of-mind
+    words? And how often is any message opening with "no" rated dissatisfied?"""
+    turns = row["turns"]
+    text = turns[i]["content"].replace("\u2019", "'")
+    if cues.NEGATION_OPENING.search(text):
+        splits["any message opening with no", label] += 1
+    reply = next((m["content"] for m in reversed(turns[:i]) if m["role"] == "assistant"), "") or ""
+    if not cues.says_no_to_a_detail(text, reply.replace("\u2019", "'")):
+        return
+    before = set().union(*(_details(m["content"]) for m in turns[: i - 1] if m["role"] == "user"))
+    given = bool((_details(text) - _details(reply)) & before)
+    splits["no + a detail the user gave before" if given else "no + a detail not given before", label] += 1
+    mind = bool(_CHANGE_OF_MIND.search(text))
+    splits["no + change-of-mind words" if mind else "no + no change-of-mind words", label] += 1
+
+
 def cue_subsets(units: list[tuple[bool, set[str]]], positives: int, total: int) -> dict[str, Any]:
     """Precision per cue class, and the agreement of the metric restricted to some classes."""
 
@@ -129,6 +168,7 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
     flag_hits: Counter[str] = Counter()
     not_applicable = 0
     units: list[tuple[bool, set[str]]] = []
+    splits: Counter[tuple[str, bool]] = Counter()
     for row in rows(path):
         thread = thread_from_messages(row["thread_id"], row["turns"])
         turn_of = {t.messages[0].position: t.index for t in thread.turns}
@@ -142,6 +182,7 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
             predicted = result is not None and result.passed is False
             pairs.append((label, predicted))
             found = (result.evidence or {}).get("flags", []) if result is not None else []
+            context_splits(row, item["turn_index"], label, splits)
             for f in found:
                 flags[f] += 1
                 flag_hits[f] += label
@@ -164,6 +205,11 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
         "by_source": {s: agreement(confusion(p)) for s, p in sorted(by_source.items())},
         "flags": {f: {"flagged": n, "precision": flag_hits[f] / n} for f, n in flags.most_common()},
         "cue_classes": cue_subsets(units, sum(lab for lab, _ in everything), len(everything)),
+        "context_splits": {
+            name: {"turns": splits[name, True] + splits[name, False], "precision": splits[name, True] / n}
+            for name in dict.fromkeys(k for k, _ in splits)
+            if (n := splits[name, True] + splits[name, False])
+        },
     }
 
 
@@ -242,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     print("  the most precise cue classes first:")
     for name, v in cc["most_precise_first"].items():
         print(line.format(name, v["flagged"], v["precision"], v["recall"], v["kappa"]))
+    print("  context tests (turns, share rated dissatisfied):")
+    for name, v in u["context_splits"].items():
+        print(f"    {name}: {v['turns']}, {v['precision']:.2f}")
     print("tau-bench airline task success:")
     for name, g in report["tau"].items():
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
