@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
+from operator import methodcaller
 from typing import Any
 
 import orjson
@@ -80,20 +81,19 @@ class Chains:
 
     def add(self, slot: tuple[str, str], items: list[bytes], nodes: Nodes) -> str:
         """Add the chain of `items` to `nodes`; returns the id of its last node."""
-        last_items, last_ids, last_size = self._last.pop(slot, ((), (), 0))
+        last_items, last_ids, last_size = self._last.pop(slot, ([], [], 0))
         self.held -= last_size
-        kept: list[bytes] = []
-        ids: list[str] = []
-        parent: str | None = None
-        for i, data in enumerate(items):
-            if i < len(last_items) and last_items[i] == data and (i == 0 or last_ids[i - 1] == parent):
-                nid, data = last_ids[i], last_items[i]
-            else:
-                nid, data = node_id(parent, data), bytes(memoryview(data))  # an exact-size copy to keep
-            nodes[nid] = (parent, data)
+        same = min(len(items), len(last_items))  # the shared leading items (list equality runs in C)
+        if items[:same] != last_items[:same]:
+            same = next(i for i, (a, b) in enumerate(zip(items, last_items)) if a != b)
+        kept = last_items[:same]
+        ids = last_ids[:same]
+        parent: str | None = ids[-1] if ids else None
+        for data in items[same:]:
+            parent = node_id(parent, data)
             kept.append(data)
-            ids.append(nid)
-            parent = nid
+            ids.append(parent)
+        nodes.update(zip(ids, zip([None, *ids[:-1]], kept)))
         size = sum(map(len, kept)) + 100 * len(ids)
         self._last[slot] = (kept, ids, size)
         self.held += size
@@ -141,19 +141,22 @@ def _flat_history(
 ) -> tuple[dict[str, Any], list[str]] | None:
     """The marker for the flattened history under `prefix` and the keys it replaces, or None when its
     keys are not grouped by index 0, 1, 2, ... in order (such a history stays as it came)."""
+    keys = list(filter(methodcaller("startswith", prefix), attrs))  # the filter runs in C
     groups: list[dict[str, Any]] = []
-    keys: list[str] = []
-    current, following = "", prefix + "0."
-    for key, value in attrs.items():
-        if not key.startswith(prefix):
-            continue
-        if not (current and key.startswith(current)):
-            if not key.startswith(following):
+    group: dict[str, Any] = {}
+    current: str | None = None
+    following, size = "0", len(prefix)
+    for key in keys:
+        index, dot, field = key[size:].partition(".")
+        if index != current:
+            if index != following or not dot:
                 return None
-            groups.append({})
-            current, following = following, f"{prefix}{len(groups)}."
-        groups[-1][key[len(current) :]] = value
-        keys.append(key)
+            group = {}
+            groups.append(group)
+            current, following = index, str(len(groups))
+        elif not dot:
+            return None
+        group[field] = attrs[key]
     try:
         items = [orjson.dumps(group) for group in groups]
     except (TypeError, orjson.JSONEncodeError):
