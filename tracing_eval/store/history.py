@@ -85,7 +85,7 @@ class Chains:
         self.held -= last_size
         same = min(len(items), len(last_items))  # the shared leading items (list equality runs in C)
         if items[:same] != last_items[:same]:
-            same = next(i for i, (a, b) in enumerate(zip(items, last_items)) if a != b)
+            same = next(i for i, (a, b) in enumerate(zip(items, last_items, strict=False)) if a != b)
         kept = last_items[:same]
         ids = last_ids[:same]
         parent: str | None = ids[-1] if ids else None
@@ -93,7 +93,7 @@ class Chains:
             parent = node_id(parent, data)
             kept.append(data)
             ids.append(parent)
-        nodes.update(zip(ids, zip([None, *ids[:-1]], kept)))
+        nodes.update(zip(ids, zip([None, *ids[:-1]], kept, strict=True), strict=True))
         size = sum(map(len, kept)) + 100 * len(ids)
         self._last[slot] = (kept, ids, size)
         self.held += size

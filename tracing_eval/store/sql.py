@@ -284,7 +284,7 @@ class SqlStore:
                     await self._executemany(conn, "spans", self._span_upsert(), _SPAN_COLUMNS, fresh)
                     changed.update(r[0] for r in fresh)
                 returning = self._span_upsert().returning(t.spans.c.trace_id)
-                for chunk in _chunks([dict(zip(_SPAN_COLUMNS, r)) for r in span_rows if r[0] in existing]):
+                for chunk in _chunks([dict(zip(_SPAN_COLUMNS, r, strict=True)) for r in span_rows if r[0] in existing]):
                     changed.update((await conn.execute(returning, list(chunk))).scalars())
                 stats.spans = len(span_rows)
             if batch.events:
@@ -340,7 +340,9 @@ class SqlStore:
         for key, found in sorted(nodes.items()):
             known = self._known.known(key, now)
             rows += [
-                (key, node_id, parent, data) for node_id, (parent, data) in sorted(found.items()) if node_id not in known
+                (key, node_id, parent, data)
+                for node_id, (parent, data) in sorted(found.items())
+                if node_id not in known
             ]
         if rows:
             insert = self._insert(t.messages).on_conflict_do_nothing()
