@@ -338,11 +338,18 @@ def _event(data: dict[str, Any], join: Callable[[Any], Any]) -> SpanEvent:
     )
 
 
+#: How a marker's key reads in stored JSON: data without it has no history to put back.
+_MARK_JSON = orjson.dumps(MARK)
+
+
 def read_span(data: bytes, histories: Histories) -> Span:
     """A stored span back as the canonical `Span` (stored data was validated on the way in)."""
     d = orjson.loads(data)
-    d["attributes"] = histories.join(d["attributes"])
-    d["events"] = [_event(e, histories.join) for e in d["events"]]
+    if _MARK_JSON in data:
+        d["attributes"] = histories.join(d["attributes"])
+        d["events"] = [_event(e, histories.join) for e in d["events"]]
+    else:
+        d["events"] = [SpanEvent.model_construct(**e) for e in d["events"]]
     return Span.model_construct(**d)
 
 

@@ -13,6 +13,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from itertools import groupby
 from typing import Any
 
 import orjson
@@ -278,14 +279,24 @@ class SqlStore:
                     for s in spans
                 ]
                 # a trace not stored before has no spans yet: each of its spans changes it, so they are
-                # written in one plain executemany; spans of stored traces say whether they changed
-                fresh = [r for r in span_rows if r[0] not in existing]
-                if fresh:
-                    await self._executemany(conn, "spans", self._span_upsert(), _SPAN_COLUMNS, fresh)
-                    changed.update(r[0] for r in fresh)
+                # written in a plain executemany; spans of stored traces say whether they changed. On
+                # PostgreSQL the runs go in key order (the rows' lock order, see above).
                 returning = self._span_upsert().returning(t.spans.c.trace_id)
-                for chunk in _chunks([dict(zip(_SPAN_COLUMNS, r, strict=True)) for r in span_rows if r[0] in existing]):
-                    changed.update((await conn.execute(returning, list(chunk))).scalars())
+                runs = (
+                    [(k, list(g)) for k, g in groupby(span_rows, lambda r: r[0] in existing)]
+                    if self.dialect == "postgresql"
+                    else [(False, [r for r in span_rows if r[0] not in existing])]
+                    + [(True, [r for r in span_rows if r[0] in existing])]
+                )
+                for stored_before, run in runs:
+                    if not run:
+                        continue
+                    if not stored_before:
+                        await self._executemany(conn, "spans", self._span_upsert(), _SPAN_COLUMNS, run)
+                        changed.update(r[0] for r in run)
+                        continue
+                    for chunk in _chunks([dict(zip(_SPAN_COLUMNS, r, strict=True)) for r in run]):
+                        changed.update((await conn.execute(returning, list(chunk))).scalars())
                 stats.spans = len(span_rows)
             if batch.events:
                 rows = []
