@@ -6,7 +6,8 @@ Runs the same sequence as `ingest.py --modes full` (per request: decode, `make_b
 - decode / normalise / persist, wall and CPU of the event-loop thread;
 - inside persist: the SQLite calls aiosqlite runs on its worker thread, by operation (execute,
   executemany, commit: the fsync is in commit), timed in that thread;
-- garbage-collector pauses (gc.callbacks);
+- garbage-collector pauses (gc.callbacks), with the collector set up as `tracing-eval run` does
+  (`tune_gc`; `--default-gc` for Python's default);
 - optionally (`--cprofile N`) the top N functions of the event-loop thread by own time.
 
 `--pragma NAME=VALUE` (repeatable) runs extra SQLite pragmas after the store's own, for what-ifs

@@ -99,16 +99,27 @@ class Chains:
         parent: str | None = ids[-1] if ids else None
         for data in items[same:]:
             parent = node_id(parent, data)
-            kept.append(data)
+            kept.append(bytes(memoryview(data)))  # an exact-size copy to keep (orjson's output may not be)
             ids.append(parent)
         nodes.update(zip(ids, zip([None, *ids[:-1]], kept, strict=True), strict=True))
-        size = (2 if source is not None else 1) * sum(map(len, kept)) + 100 * len(ids)  # a source: about as much
+        size = sum(map(len, kept)) + 100 * len(ids) + _size_of(source)
         self._last[slot] = (kept, ids, size, source)
         self.held += size
         while self.held > self.max_bytes and self._last:
             self.held -= self._last.pop(next(iter(self._last)))[2]
         assert parent is not None
         return parent
+
+
+def _size_of(source: Any) -> int:
+    """About how many bytes a chain's source holds: a JSON text, or the keys and values of a
+    flattened history (string objects cost about 50 bytes besides their characters)."""
+    if source is None:
+        return 0
+    if type(source) is str:
+        return len(source) + 50
+    keys, values, _ = source
+    return sum(map(len, keys)) + sum(len(v) for v in values if type(v) is str) + 100 * len(keys)
 
 
 def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str]) -> dict[str, Any] | None:
