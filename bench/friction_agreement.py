@@ -4,6 +4,12 @@
   the system reply before this message <= 2 of 5"; the prediction is the turn's `user_friction` result
   failing (`passed` is false). Cohen's kappa, precision, recall, F1, the confusion table, a 95%
   bootstrap interval for kappa (threads resampled, 1,000 draws) and the precision of each flag.
+  Cue classes: the flags split by what triggered them (a `correction` that disputes the reply, or a
+  "no" to a reply that checked a detail, or to one that stated it; a `retry` with new details or
+  without), the precision of each, and what precision, recall and kappa the metric would have with
+  only some classes: every class but one, and the most precise classes added one at a time.
+  Context tests: how often a "no" + replacement correction is rated dissatisfied when its detail was
+  given before or is new, with or without change-of-mind words, and any message opening with "no".
 - tau-bench airline (gpt-4o): task success of threads that `user_friction` fails (and of threads with
   any flagged turn) against the rest; the same for `thread_stats.abandoned` and for `tool_errors` failing.
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from tracing_eval.agreement import Confusion, binary
+from tracing_eval.metrics.deterministic import friction_cues as cues
+from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
+from tracing_eval.metrics.deterministic.similarity import stem, words
 from tracing_eval.metrics.deterministic.thread_stats import ThreadStats
 from tracing_eval.metrics.deterministic.tool_errors import ToolErrors
 from tracing_eval.metrics.deterministic.user_friction import UserFriction
@@ -74,6 +84,82 @@ def bootstrap_kappa(by_thread: list[list[tuple[bool, bool]]], draws: int, seed: 
     return values[int(0.025 * draws)], values[int(0.975 * draws) - 1]
 
 
+#: a retry that brings new details ("try again for 4 people") is a new request, not the same one again
+_NEW_DETAILS = re.compile(r"\d|\b(?:for|at|on|with|instead|but|this time)\s+\w", re.IGNORECASE)
+
+
+def cue_classes(text: str, reply: str, flags: list[str]) -> set[str]:
+    """What triggered the flags of one user message (finer than the flags)."""
+    text, reply = text.replace("\u2019", "'"), reply.replace("\u2019", "'")
+    out = {f for f in flags if f not in ("correction", "retry")}
+    if "correction" in flags:
+        if cues.DISPUTE.search(text):
+            out.add("correction: disputes the reply")
+        if cues.says_no_to_a_detail(text, reply):
+            checked = bool(cues.CONFIRMATION.search(reply))
+            out.add("correction: no to a detail the reply " + ("checked" if checked else "stated"))
+    if "retry" in flags:
+        out.add("retry: " + ("with new details" if _NEW_DETAILS.search(text) else "the same request"))
+    return out
+
+
+#: words of a user revising their own request ("No, actually make it 4"), not of a reply at fault
+_CHANGE_OF_MIND = re.compile(
+    r"\b(?:make (?:it|that)|change|instead|actually|rather|sorry|wait|scratch|on second thought|changed my mind"
+    r"|change of plans?|prefer|switch|update)\b",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten".split())}
+_GENERIC = frozenset(
+    "no nope nah not want need like make change please actually instead would it be book reservation reserve"
+    " ticket tickets people person should sorry wait".split()
+)
+
+
+def _details(text: str) -> set[str]:
+    return {_NUMBER_WORDS.get(w, stem(w)) for w in words(text)} - STOP_WORDS - _GENERIC
+
+
+def context_splits(row: dict[str, Any], i: int, label: bool, splits: Counter[tuple[str, bool]]) -> None:
+    """Context tests on a "no" + replacement correction at message `i`: was its new detail given by the
+    user before (the reply got it wrong) or new (the user changed their mind)? Does it use change-of-mind
+    words? And how often is any message opening with "no" rated dissatisfied?"""
+    turns = row["turns"]
+    text = turns[i]["content"].replace("\u2019", "'")
+    if cues.NEGATION_OPENING.search(text):
+        splits["any message opening with no", label] += 1
+    reply = next((m["content"] for m in reversed(turns[:i]) if m["role"] == "assistant"), "") or ""
+    if not cues.says_no_to_a_detail(text, reply.replace("\u2019", "'")):
+        return
+    before = set().union(*(_details(m["content"]) for m in turns[: i - 1] if m["role"] == "user"))
+    given = bool((_details(text) - _details(reply)) & before)
+    splits["no + a detail the user gave before" if given else "no + a detail not given before", label] += 1
+    mind = bool(_CHANGE_OF_MIND.search(text))
+    splits["no + change-of-mind words" if mind else "no + no change-of-mind words", label] += 1
+
+
+def cue_subsets(units: list[tuple[bool, set[str]]], positives: int, total: int) -> dict[str, Any]:
+    """Precision per cue class, and the agreement of the metric restricted to some classes."""
+
+    def score(keep: set[str]) -> dict[str, float]:
+        flagged = [label for label, classes in units if classes & keep]
+        tp = sum(flagged)
+        table = {"tp": tp, "fp": len(flagged) - tp, "fn": positives - tp, "tn": total - positives - len(flagged) + tp}
+        return {"flagged": len(flagged), **agreement(table)}
+
+    classes = sorted({c for _, cs in units for c in cs})
+    single = {c: score({c}) for c in classes}
+    ladder, kept = {}, set()
+    for c in sorted(classes, key=lambda c: -single[c]["precision"]):
+        kept.add(c)
+        ladder[" + ".join(sorted(kept)) if len(kept) == 1 else f"+ {c}"] = score(set(kept))
+    return {
+        "classes": {c: {"flagged": v["flagged"], "precision": v["precision"]} for c, v in single.items()},
+        "without": {c: score(set(classes) - {c}) for c in classes},
+        "most_precise_first": ladder,
+    }
+
+
 def uss(path: Path, draws: int) -> dict[str, Any]:
     metric = UserFriction()
     by_thread: list[list[tuple[bool, bool]]] = []
@@ -81,6 +167,8 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
     flags: Counter[str] = Counter()
     flag_hits: Counter[str] = Counter()
     not_applicable = 0
+    units: list[tuple[bool, set[str]]] = []
+    splits: Counter[tuple[str, bool]] = Counter()
     for row in rows(path):
         thread = thread_from_messages(row["thread_id"], row["turns"])
         turn_of = {t.messages[0].position: t.index for t in thread.turns}
@@ -93,9 +181,15 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
                 not_applicable += 1
             predicted = result is not None and result.passed is False
             pairs.append((label, predicted))
-            for f in (result.evidence or {}).get("flags", []) if result is not None else []:
+            found = (result.evidence or {}).get("flags", []) if result is not None else []
+            context_splits(row, item["turn_index"], label, splits)
+            for f in found:
                 flags[f] += 1
                 flag_hits[f] += label
+            if found:
+                i = item["turn_index"]
+                reply = next((m["content"] for m in reversed(row["turns"][:i]) if m["role"] == "assistant"), "")
+                units.append((label, cue_classes(row["turns"][i]["content"], reply or "", found)))
         by_thread.append(pairs)
         by_source.setdefault(row["system"], []).extend(pairs)
     everything = [p for pairs in by_thread for p in pairs]
@@ -110,6 +204,12 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
         "kappa_95": [low, high],
         "by_source": {s: agreement(confusion(p)) for s, p in sorted(by_source.items())},
         "flags": {f: {"flagged": n, "precision": flag_hits[f] / n} for f, n in flags.most_common()},
+        "cue_classes": cue_subsets(units, sum(lab for lab, _ in everything), len(everything)),
+        "context_splits": {
+            name: {"turns": splits[name, True] + splits[name, False], "precision": splits[name, True] / n}
+            for name in dict.fromkeys(k for k, _ in splits)
+            if (n := splits[name, True] + splits[name, False])
+        },
     }
 
 
@@ -177,6 +277,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {source}: kappa {a['kappa']:.3f}, precision {a['precision']:.3f}, recall {a['recall']:.3f}")
     for flag, f in u["flags"].items():
         print(f"  flag {flag}: {f['flagged']} turns, precision {f['precision']:.2f}")
+    cc = u["cue_classes"]
+    print("  cue classes (flagged turns, precision):")
+    for name, v in sorted(cc["classes"].items(), key=lambda kv: -kv[1]["precision"]):
+        print(f"    {name}: {v['flagged']}, {v['precision']:.2f}")
+    line = "    {}: flagged {}, precision {:.3f}, recall {:.3f}, kappa {:.3f}"
+    print("  every cue class but one:")
+    for name, v in cc["without"].items():
+        print(line.format("without " + name, v["flagged"], v["precision"], v["recall"], v["kappa"]))
+    print("  the most precise cue classes first:")
+    for name, v in cc["most_precise_first"].items():
+        print(line.format(name, v["flagged"], v["precision"], v["recall"], v["kappa"]))
+    print("  context tests (turns, share rated dissatisfied):")
+    for name, v in u["context_splits"].items():
+        print(f"    {name}: {v['turns']}, {v['precision']:.2f}")
     print("tau-bench airline task success:")
     for name, g in report["tau"].items():
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731

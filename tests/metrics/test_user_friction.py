@@ -195,6 +195,35 @@ def test_a_message_in_another_language_is_not_applicable() -> None:
     assert results[-1].status == Status.NOT_APPLICABLE
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("Dit is niet de boeking die ik wilde, ik heb het al gezegd.", "nl text"),
+        ("不对，我要的是明天的航班。", "cjk script"),
+        ("Это не то, что я просил.", "cyrillic script"),
+    ],
+)
+def test_a_language_or_script_the_lexicon_does_not_read_is_not_applicable(text: str, why: str) -> None:
+    results = UserFriction().evaluate(chat("I need to change my booking.", NEUTRAL, text, NEUTRAL))
+    [turn] = [r for r in results if r.turn_index == 1]
+    assert turn.status == Status.NOT_APPLICABLE and (turn.reason or "").startswith(why)
+
+
+def test_the_language_guess_is_the_shared_one() -> None:
+    """One guesser for the tier: `user_friction` and `response_hygiene` read `languages`."""
+    from tracing_eval.metrics.deterministic import languages, response_hygiene, user_friction
+
+    assert response_hygiene.latin_language is languages.latin_language
+    assert user_friction.uncovered_language is languages.uncovered_language
+    assert "response_hygiene" not in user_friction.__dict__
+
+
+def test_a_retry_is_read_per_sentence() -> None:
+    failed = "Sorry, I couldn't find any tables at that time."
+    assert "retry" in flags_of("That's odd. Can you check again?", failed)
+    assert "retry" not in flags_of("I will check again later. Thanks for looking.", failed)
+
+
 def test_single_user_turn_gets_a_turn_result_and_no_thread_rate() -> None:
     results = UserFriction().evaluate(chat("HELP ME NOW PLEASE", "Sure."))
     assert [(r.scope, r.label) for r in results if r.status == Status.OK] == [(Scope.TURN, "none")]

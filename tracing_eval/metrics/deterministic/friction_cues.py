@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from tracing_eval.text import could_match
+from tracing_eval.text import could_match, sentences
 
 _I = re.IGNORECASE
 
@@ -47,7 +47,6 @@ RETRY = re.compile(
     r"|\byet again\b",
     _I,
 )
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 #: the message asks for something (a question or an imperative), not a plan ("I might book it again later")
 REQUEST = re.compile(
     r"\b(?:can|could|would|will) (?:you|we)\b|\bplease\b|\blet'?s\b|\?"
@@ -174,4 +173,4 @@ def retries_after_failure(text: str, reply: str) -> bool:
     """The user asks the assistant to try again after a reply that reported a failure or found nothing."""
     if not reply or not could_match(text, RETRY_NEEDS) or not RETRY.search(text) or not FAILURE_REPLY.search(reply):
         return False
-    return any(RETRY.search(s) and REQUEST.search(s) for s in _SENTENCE.split(text))
+    return any(RETRY.search(s) and REQUEST.search(s) for s in sentences(text))

@@ -1,19 +1,24 @@
-"""Which texts a lexicon-based check can read: script, foreign letters and function words (stdlib only).
+"""Which language a text is in, as far as lexicon-based checks need to know (stdlib only).
 
-A check that matches phrases in a few languages must not read silence into text in another one:
-`uncovered_language(text, covered)` says why a text is out of reach (another script, letters no
-covered language uses, or function words of another language), or None when it is readable or too
-short to tell. It is a cheap gate, not a language identifier.
+The one place the deterministic tier guesses languages:
+- `latin_language(text)`: which of the lexicons' Latin-script languages (en, es, fr, de, pt, it) a
+  text is in, from function words, or None when unsure (`response_hygiene` compares user and reply);
+- `uncovered_language(text, covered)`: why a check for the `covered` languages cannot read a text
+  (another script, letters no covered language uses, or function words of another language), or
+  None when it is readable or too short to tell; a cheap gate, not a language identifier;
+- `maybe_elsewhere(text)`: might an English-looking text be in another covered language.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 
 from tracing_eval.metrics.deterministic import lexicons
+from tracing_eval.metrics.deterministic.similarity import words as all_words
 from tracing_eval.text import script_of
 
 #: Latin-script text needs this many words before function words can tell its language
@@ -23,6 +28,33 @@ FOREIGN_LETTER_SHARE = 0.02
 #: characters of a text read to tell its language
 SAMPLE_CHARS = 240
 _WORD = re.compile(r"[^\W\d_]+")
+#: `latin_language` needs this many words in the text, and this many function-word hits for its guess
+GUESS_MIN_WORDS = 6
+GUESS_MIN_HITS = 3
+#: every function word of `LANGUAGE_WORDS`, and the languages each belongs to
+_FUNCTION_WORDS = frozenset().union(*lexicons.LANGUAGE_WORDS.values())
+_LANGUAGES_OF = {
+    w: tuple(lang for lang, vocab in lexicons.LANGUAGE_WORDS.items() if w in vocab) for w in _FUNCTION_WORDS
+}
+
+
+@lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
+def latin_language(text: str) -> str | None:
+    """A guess among the lexicons' Latin-script languages from function words (each occurrence counts);
+    None when the text is short or the best language is not at least twice as frequent as the next."""
+    ws = all_words(text)
+    if len(ws) < GUESS_MIN_WORDS:
+        return None
+    counts = Counter(ws)
+    found = dict.fromkeys(lexicons.LANGUAGE_WORDS, 0)
+    for w in _FUNCTION_WORDS.intersection(counts):
+        for lang in _LANGUAGES_OF[w]:
+            found[lang] += counts[w]
+    hits = sorted(((n, lang) for lang, n in found.items()), reverse=True)
+    (best, lang), (second, _) = hits[0], hits[1]
+    if best >= GUESS_MIN_HITS and best >= 2 * max(second, 1):
+        return lang
+    return None
 
 
 @lru_cache(maxsize=16)

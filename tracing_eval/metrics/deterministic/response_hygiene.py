@@ -14,12 +14,10 @@ an assistant message are `not_applicable`. The thread score is the share of clea
 from __future__ import annotations
 
 import re
-from collections import Counter
 from functools import lru_cache
 
 from tracing_eval.metrics.base import MetricBase
-from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS
-from tracing_eval.metrics.deterministic.similarity import words
+from tracing_eval.metrics.deterministic.languages import latin_language
 from tracing_eval.model import MetricResult, Scope, Thread, Turn, not_applicable, score_result
 from tracing_eval.text import script_of as text_script_of
 
@@ -30,8 +28,6 @@ CHECKS = ("empty", "truncated", "placeholder", "language")
 
 MIN_SCRIPT_LETTERS = 12
 SCRIPT_SHARE = 0.6
-MIN_LANGUAGE_WORDS = 6
-MIN_LANGUAGE_HITS = 3
 
 PLACEHOLDER = re.compile(
     r"\{\{.*?\}\}|\{\{|\}\}|\$\{[A-Za-z_][\w.]*\}|\{%.*?%\}|\[object Object\]"
@@ -52,11 +48,6 @@ _LINK_TAIL = re.compile(r"(?:^|\s|[(<\[])(?:[a-z][\w+.-]*://|www\.|~?/|\.{1,2}/|
 #: fenced code (closed or running to the end) and inline code spans
 _CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`", re.DOTALL)
 _DANGLING_PUNCT = re.compile(r"[,;:\-\u2013\u2014(\[{/&+]\s*$")
-
-
-#: every function word of `LANGUAGE_WORDS`, and the languages each belongs to
-_FUNCTION_WORDS = frozenset().union(*LANGUAGE_WORDS.values())
-_LANGUAGES_OF = {w: tuple(lang for lang, vocab in LANGUAGE_WORDS.items() if w in vocab) for w in _FUNCTION_WORDS}
 
 
 def truncated(text: str, finish_reason: str | None) -> str | None:
@@ -86,24 +77,6 @@ def truncated(text: str, finish_reason: str | None) -> str | None:
 def script_of(text: str) -> str | None:
     """The dominant Unicode script of the letters in `text`, when there are enough of them."""
     return text_script_of(text, min_letters=MIN_SCRIPT_LETTERS, share=SCRIPT_SHARE)
-
-
-@lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
-def latin_language(text: str) -> str | None:
-    """A guess among a few Latin-script languages from function words; None when unsure."""
-    ws = words(text)
-    if len(ws) < MIN_LANGUAGE_WORDS:
-        return None
-    counts = Counter(ws)
-    found = dict.fromkeys(LANGUAGE_WORDS, 0)
-    for w in _FUNCTION_WORDS.intersection(counts):
-        for lang in _LANGUAGES_OF[w]:
-            found[lang] += counts[w]
-    hits = sorted(((n, lang) for lang, n in found.items()), reverse=True)
-    (best, lang), (second, _) = hits[0], hits[1]
-    if best >= MIN_LANGUAGE_HITS and best >= 2 * max(second, 1):
-        return lang
-    return None
 
 
 def language_mismatch(user: str, reply: str) -> str | None:

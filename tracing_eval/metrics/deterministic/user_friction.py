@@ -8,7 +8,7 @@ asks for other options never repeat),
 shows annoyance at the assistant (`frustration`), asks for a human without being offered one
 (`escalation`), or writes mostly in capitals (`shouting`, not for thanks). Exclamation marks, thanks,
 closings and declined offers are not friction. The lexicon is English: a message in another language
-is `not_applicable` for its turn.
+or script is `not_applicable` for its turn (`languages.uncovered_language`).
 
 The opening message reacts to no reply, so it is never flagged. The thread rate is flagged / (n - 1)
 over the follow-up user turns; score = 1 - rate. On human labels the per-turn flag is advisory (see
@@ -22,8 +22,8 @@ from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import friction_cues as cues
-from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS, STOP_WORDS
-from tracing_eval.metrics.deterministic.response_hygiene import latin_language, script_of
+from tracing_eval.metrics.deterministic.languages import uncovered_language
+from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS, OTHER_LANGUAGE_WORDS, STOP_WORDS
 from tracing_eval.metrics.deterministic.similarity import stem
 from tracing_eval.metrics.deterministic.similarity import words as all_words
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
@@ -43,8 +43,12 @@ _LETTER = re.compile(r"[^\W\d_]")
 _DIGIT = re.compile(r"\d")
 #: upper-case letters (any script with case): a cheap first test for shouting
 _UPPER = re.compile(r"[^\W\d_a-z\u00df-\u00ff]")
-#: function words of the Latin-script languages other than English (a cheap first test for `other_language`)
-_FOREIGN_WORDS = frozenset().union(*(w for k, w in LANGUAGE_WORDS.items() if k != "en")) - LANGUAGE_WORDS["en"]
+#: function words of the languages other than English (a cheap first test for `other_language`)
+_FOREIGN_WORDS = frozenset().union(*(w for k, w in {**LANGUAGE_WORDS, **OTHER_LANGUAGE_WORDS}.items() if k != "en")) - (
+    LANGUAGE_WORDS["en"] | STOP_WORDS
+)
+#: the language of the lexicon
+COVERED = ("en",)
 #: every cue of `friction_cues` needs one of these words (as `similarity.words` spells them): a message
 #: with none of them can only be a `repeat` or `shouting` (keep in step with the cue patterns)
 CUE_WORDS = frozenset(
@@ -120,17 +124,10 @@ def flags_for(
 
 
 def other_language(text: str, plain: frozenset[str] | None = None) -> str | None:
-    """The language or script of a message the English lexicon cannot read, or None."""
+    """Why the English lexicon cannot read a message (`languages.uncovered_language`), or None."""
     if text.isascii() and (plain if plain is not None else frozenset(all_words(text))).isdisjoint(_FOREIGN_WORDS):
         return None  # English, or too little to tell: no function word of another language
-    script = script_of(text)
-    if script is not None and script != "LATIN":
-        return f"{script.title()} script"
-    if script == "LATIN":
-        lang = latin_language(text)
-        if lang is not None and lang != "en":
-            return lang
-    return None
+    return uncovered_language(text, COVERED)
 
 
 class UserFriction(MetricBase):
@@ -167,7 +164,7 @@ class UserFriction(MetricBase):
                 results.append(
                     not_applicable(
                         NAME,
-                        f"the message is in {language}; the friction lexicon is English",
+                        f"{language}: the friction lexicon is English",
                         scope=Scope.TURN,
                         turn_index=turn.index,
                         version=VERSION,
