@@ -92,7 +92,7 @@ async def run(args: argparse.Namespace) -> None:
         collector = None
         if args.sink == "otlp":
             from connectors.otlp.sink import OtlpEvaluationSink
-            from tracing_eval.config import OtlpSinkSettings
+            from connectors.otlp.sink_settings import OtlpSinkSettings
 
             collector = subprocess.Popen(
                 [sys.executable, "-c", COLLECTOR], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True

@@ -274,7 +274,7 @@ class Replica:
 
     @property
     def owner(self) -> str:
-        """The lease owner the process writes (see `worker.build_pipeline`)."""
+        """The lease owner the process writes (see `app.build_pipeline`)."""
         assert self.proc is not None
         return f"{socket.gethostname()}:{self.proc.pid}"
 

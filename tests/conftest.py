@@ -38,6 +38,7 @@ E2E_MODULES = {
     "test_chaos.py",
     "test_postgres_cli.py",
     "test_ci_loop.py",
+    "test_extending.py",
     "langfuse/test_e2e.py",
     "langfuse/test_cli_wiring.py",
 }

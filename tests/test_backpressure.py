@@ -28,7 +28,7 @@ from starlette.applications import Starlette
 from connectors.otlp.receiver import REJECT_REASONS, OtlpReceiver
 from tests.conftest import BACKENDS
 from tests.otlp_payloads import genai_turn_spans, to_otlp_json, trace_request
-from tracing_eval import worker
+from tracing_eval import server as http_server
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.sinks import deliver_outbox
 from tracing_eval.store import schema
@@ -329,9 +329,11 @@ async def test_the_sdk_exporter_retries_through_429_and_no_span_is_lost(
     telemetry = Telemetry()
     settings = ReceiverSettings(max_outbox_backlog=5, retry_after_seconds=2)
     rx = OtlpReceiver(store, settings, telemetry=telemetry, sinks=["webhook"])
-    sock = worker.bind("127.0.0.1", 0)
+    sock = http_server.bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = _Server(uvicorn.Config(worker.http_app(rx), log_level="warning", lifespan="off", access_log=False))
+    server = _Server(
+        uvicorn.Config(http_server.http_app(rx.routes()), log_level="warning", lifespan="off", access_log=False)
+    )
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     # the exporter's own deadline is generous, so it keeps retrying as long as the receiver asks it to
     exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=LIVENESS_SECONDS)

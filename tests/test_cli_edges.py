@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import EXAMPLES, REPO
-from tracing_eval import worker
-from tracing_eval.cli import SINK_NAMES, main
+from tracing_eval import app, registry
+from tracing_eval.cli import SINK_NAMES, SOURCE_SPECS, main
 
 GENAI = f"otlp-file:{EXAMPLES / 'otel-genai.otlp.jsonl'}"
 
@@ -67,13 +67,14 @@ def test_run_once_on_a_missing_file_fails_and_names_it(settings: Any) -> None:
 
 def test_run_help_lists_every_source_and_sink() -> None:
     text = " ".join(invoke("run", "--help").stdout.split())
-    assert "otlp-http, otlp-file:PATH or langfuse" in text
+    assert f"{SOURCE_SPECS} (repeatable" in text
+    assert set(re.split(r",\s*|\s+or\s+", SOURCE_SPECS)) == {"otlp-http", "otlp-file:PATH", "langfuse"}
     assert f"Result sinks, {SINK_NAMES}" in text
     listed = set(re.split(r",\s*|\s+or\s+", SINK_NAMES))
-    assert listed == set(worker.KNOWN_SINKS) - {"local"}  # "local is always on", said next to it
+    assert listed == set(registry.sinks()) == {"langfuse", "otlp", "webhook"}  # "local is always on", said next to it
     assert "local is always on" in text
     for spec in ("otlp-http", "otlp-file:x.jsonl", "langfuse"):
-        worker.plan_sources([spec], worker.Settings())  # each spec the help names is accepted
+        app.source_specs([spec], app.Settings())  # each spec the help names is accepted
 
 
 # -- doctor and a taken receiver port ---------------------------------------------------------------

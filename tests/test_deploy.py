@@ -3,7 +3,7 @@
 Docker and Kubernetes cannot run on the test machine, so every file is parsed (YAML with PyYAML, the
 Dockerfiles instruction by instruction, the unit with configparser) and checked against the code:
 the port (`HttpSettings().port`) everywhere it appears and the 0.0.0.0 bind inside containers, the
-probe and health paths (served by `worker.http_app`), every `TRACING_EVAL_*` variable (a real key of
+probe and health paths (served by `server.http_app`), every `TRACING_EVAL_*` variable (a real key of
 `Settings`), every embedded TOML (loads with `load_settings`), every `tracing-eval` command line
 (parsed by the real CLI), the console script in the entrypoints, and a non-root user everywhere.
 The example app runs for one round with the files its Dockerfile copies, against a capture endpoint.
@@ -37,7 +37,7 @@ from connectors.otlp.decode import decode_traces, decompress, media_type
 from tests.commands import SCRIPT, check_cli, commands_in_markdown
 from tests.conftest import REPO
 from tests.fakes.loopback import LoopbackServer
-from tracing_eval import configdoc, worker
+from tracing_eval import app, configdoc, server, worker
 from tracing_eval.config import ENV_PREFIX, HttpSettings, ReceiverSettings, Settings, load_settings
 from tracing_eval.ingest import conversation_ids
 
@@ -150,8 +150,7 @@ def load_toml_text(text: str, tmp_path: Path, name: str = "embedded.toml") -> Se
 
 def served_paths() -> set[str]:
     """Paths the sidecar's HTTP server answers (with a worker: /readyz and /metrics too)."""
-    app = worker.http_app(None, SimpleNamespace())
-    return {route.path for route in app.routes}
+    return {route.path for route in server.http_app((), SimpleNamespace()).routes}
 
 
 def check_run_args(words: list[str]) -> None:
@@ -161,7 +160,7 @@ def check_run_args(words: list[str]) -> None:
     if config is not None:
         assert config == CONFIG_PATH, f"--config {config}: the deploy files use {CONFIG_PATH}"
     if parsed.options.get("sources"):
-        worker.plan_sources(parsed.options["sources"], Settings())  # unknown specs raise
+        app.source_specs(parsed.options["sources"], Settings())  # unknown specs raise
     if parsed.options.get("http"):
         assert_address(str(parsed.options["http"]))
 
@@ -260,8 +259,8 @@ def test_sidecar_healthcheck_asks_healthz_and_works(monkeypatch: pytest.MonkeyPa
     argv = exec_form(command)
     assert argv[0] == "python" and "/healthz" in argv[-1] and "/healthz" in served_paths()
     # run the very command against the sidecar's HTTP app, as Docker would inside the container
-    with LoopbackServer(worker.http_app(None)) as server:
-        env = {**os.environ, "TRACING_EVAL_HTTP__ADDRESS": f"0.0.0.0:{server.port}"}
+    with LoopbackServer(server.http_app()) as loopback:
+        env = {**os.environ, "TRACING_EVAL_HTTP__ADDRESS": f"0.0.0.0:{loopback.port}"}
         ok = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, timeout=30)
         assert ok.returncode == 0, ok.stderr.decode()
     down = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, timeout=30)
@@ -437,7 +436,7 @@ def served_paths_with_receiver() -> set[str]:
     from tracing_eval.config import ReceiverSettings
 
     receiver = OtlpReceiver(SimpleNamespace(), ReceiverSettings())  # type: ignore[arg-type]
-    return {route.path for route in worker.http_app(receiver, SimpleNamespace()).routes}
+    return {route.path for route in server.http_app(receiver.routes(), SimpleNamespace()).routes}
 
 
 # -- Kubernetes ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from connectors.otlp.receiver import OtlpReceiver
 from tests.commands import check_cli, commands_in_markdown
 from tests.conftest import REPO
-from tracing_eval import worker
+from tracing_eval import server
 from tracing_eval.config import ReceiverSettings
 
 DOCS = REPO / "docs"
@@ -159,7 +159,7 @@ def test_readme_more_links_every_doc_page() -> None:
 
 def test_http_paths_named_in_the_new_pages_are_served() -> None:
     receiver = OtlpReceiver(SimpleNamespace(), ReceiverSettings())  # type: ignore[arg-type]
-    served = {route.path for route in worker.http_app(receiver, SimpleNamespace()).routes}
+    served = {route.path for route in server.http_app(receiver.routes(), SimpleNamespace()).routes}
     for name in NEW_PAGES:
         text = (DOCS / name).read_text(encoding="utf-8")
         for path in set(re.findall(r"(?<![\w.])(/(?:healthz|readyz|metrics|v1/traces|v1/logs))\b", text)):

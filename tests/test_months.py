@@ -17,11 +17,13 @@ from tests.fakes.loopback import LoopbackServer
 from tests.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_otlp_sink import Collector
 from tests.test_retention import Clock
+from tracing_eval.app import build_pipeline
 from tracing_eval.config import Settings
+from tracing_eval.server import http_app
 from tracing_eval.store import schema as t
 from tracing_eval.store.sql import SqlStore
 from tracing_eval.telemetry import Telemetry
-from tracing_eval.worker import SourcePlan, Worker, build_pipeline, http_app
+from tracing_eval.worker import Worker
 
 DAY = 86400.0
 DAYS = 90
@@ -62,15 +64,15 @@ async def test_ninety_days_the_store_levels_off_and_everything_is_evaluated_and_
     store = SqlStore(settings.store.url)
     await store.open()
     telemetry = Telemetry()
-    pipeline = build_pipeline(
-        settings, store, SourcePlan(True, ()), ["local", "otlp"], complete_files=False, telemetry=telemetry
-    )
+    pipeline = build_pipeline(settings, store, [], ["local", "otlp"], complete=False, telemetry=telemetry)
     pipeline.clock = clock
     from connectors.otlp.receiver import OtlpReceiver
 
     receiver = OtlpReceiver(store, settings.receiver, clock=clock, telemetry=telemetry, sinks=pipeline.outbox_sinks)
-    worker = Worker(settings, pipeline, receiver)
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(http_app(receiver, worker)), base_url="http://sidecar")
+    worker = Worker(settings, pipeline)
+    client = httpx.AsyncClient(
+        transport=httpx.ASGITransport(http_app(receiver.routes(), worker)), base_url="http://sidecar"
+    )
     open_convs: dict[str, tuple[int, list[dict[str, Any]]]] = {}
     versions: dict[str, int] = {}  # thread -> its last version seen before retention could delete it
     sizes: list[int] = []

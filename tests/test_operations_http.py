@@ -32,6 +32,7 @@ from tests.fakes.schema_judge import SchemaJudge
 from tests.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_judge import TRANSCRIPT, answer, ask, verdict
 from tests.test_sidecar import LIVENESS_DEADLINE, free_port
+from tracing_eval.app import build_pipeline, build_store
 from tracing_eval.config import JudgeSettings, load_settings
 from tracing_eval.judge import JudgeClient
 from tracing_eval.metrics.judged.base import JudgeError
@@ -41,7 +42,7 @@ from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Outgoing, Readiness
 from tracing_eval.store.sql import SqlStore
 from tracing_eval.telemetry import Telemetry
-from tracing_eval.worker import SourcePlan, Worker, build_pipeline, build_store
+from tracing_eval.worker import Worker
 
 PB = {"content-type": "application/x-protobuf"}
 GENAI_FILE = EXAMPLES / "otel-genai.otlp.jsonl"
@@ -366,10 +367,8 @@ async def test_readyz_is_503_and_metrics_still_answer_when_the_store_is_gone(
     store = build_store(settings)
     await store.open()
     telemetry = Telemetry()
-    pipeline = build_pipeline(
-        settings, store, SourcePlan(otlp_http=False, files=()), ["local"], complete_files=False, telemetry=telemetry
-    )
-    worker = Worker(settings, pipeline, None)
+    pipeline = build_pipeline(settings, store, [], ["local"], complete=False, telemetry=telemetry)
+    worker = Worker(settings, pipeline)
     assert worker.telemetry is telemetry
     running = asyncio.create_task(worker.run())
     base = f"http://127.0.0.1:{port}"
@@ -430,7 +429,7 @@ async def test_deliveries_go_out_while_a_tick_is_stuck_in_evaluation(
         async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
             received.append(payload["result_id"])
 
-    pipeline = build_pipeline(settings, store, SourcePlan(otlp_http=False, files=()), ["local"], complete_files=False)
+    pipeline = build_pipeline(settings, store, [], ["local"], complete=False)
     pipeline.sinks = [Hook()]
     stuck, release = asyncio.Event(), asyncio.Event()
 
@@ -440,7 +439,7 @@ async def test_deliveries_go_out_while_a_tick_is_stuck_in_evaluation(
         return TickStats()
 
     monkeypatch.setattr(pipeline, "tick", slow_tick)
-    worker = Worker(settings, pipeline, None)
+    worker = Worker(settings, pipeline)
     running = asyncio.create_task(worker.run())
     try:
         await asyncio.wait_for(stuck.wait(), LIVENESS_DEADLINE)

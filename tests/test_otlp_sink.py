@@ -22,9 +22,10 @@ from starlette.routing import Route
 
 from connectors.otlp.file_source import OtlpFileSource
 from connectors.otlp.sink import OtlpEvaluationSink, OtlpExportError, resolve_endpoint
+from connectors.otlp.sink_settings import OtlpSinkSettings
 from tests.conftest import EXAMPLES
 from tests.fakes.loopback import LoopbackServer
-from tracing_eval.config import ConfigError, OtlpSinkSettings, Settings
+from tracing_eval.config import ConfigError, Settings
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import MetricResult, Scope, Status, not_applicable, score_result
 from tracing_eval.pipeline import Pipeline

@@ -33,7 +33,7 @@ from connectors.otlp import decode
 from connectors.otlp.receiver import OtlpReceiver
 from tests.conftest import BACKENDS
 from tests.otlp_payloads import genai_turn_spans, minimal_spans, trace_request
-from tracing_eval import worker
+from tracing_eval import server as http_server
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.store.sql import SqlStore
 
@@ -55,9 +55,11 @@ class _Server(uvicorn.Server):
 @contextlib.asynccontextmanager
 async def serving(rx: OtlpReceiver) -> AsyncIterator[str]:
     """The worker's HTTP app (health, receiver) under uvicorn on a free port; yields its base URL."""
-    sock = worker.bind("127.0.0.1", 0)
+    sock = http_server.bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = _Server(uvicorn.Config(worker.http_app(rx), log_level="warning", lifespan="off", access_log=False))
+    server = _Server(
+        uvicorn.Config(http_server.http_app(rx.routes()), log_level="warning", lifespan="off", access_log=False)
+    )
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         await eventually(lambda: server.started, "uvicorn started")

@@ -29,9 +29,9 @@ def test_the_checker_catches_a_source_that_does_not_satisfy_the_protocol(tmp_pat
     """The configuration is strict enough to catch a protocol mismatch and an unannotated function."""
     bad = tmp_path / "bad_source.py"
     bad.write_text(
-        "from tracing_eval.sources import Source\n"
+        "from tracing_eval.sources import PullSource, Source\n"
         "from tracing_eval.store.base import Store\n\n\n"
-        "class NoName:\n"
+        "class NoName(PullSource):\n"
         "    async def pull(self, store: Store, now: float) -> int:\n"
         "        return 0\n\n\n"
         "def untyped(x):\n"

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from connectors.otlp.file_source import OtlpFileSource
+from connectors.review.settings import WebhookSettings
 from connectors.review.webhook import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
@@ -29,7 +30,7 @@ from connectors.review.webhook import (
 )
 from tests.conftest import EXAMPLES
 from tests.fakes.loopback import LoopbackServer
-from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings, WebhookSettings
+from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import Scope, Span, score_result
 from tracing_eval.pipeline import Pipeline

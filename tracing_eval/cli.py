@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tracing_eval import logging as te_logging
+from tracing_eval import registry
 from tracing_eval.config import ConfigError, Settings, load_settings
 from tracing_eval.extras import missing_extra_message
 from tracing_eval.inspection import inspect_traces, render
@@ -33,14 +34,21 @@ from tracing_eval.report import (
     review_table,
     thread_record,
 )
+from tracing_eval.store.base import Store
 from tracing_eval.store.sql import SqlStore, StoreError
+from tracing_eval.timespec import parse_since
 from tracing_eval.transcripts import TranscriptError, thread_from_json_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: For --help (the worker, which builds them, is imported only when a command runs; a test keeps these in step)
-SOURCE_SPECS = "otlp-http, otlp-file:PATH or langfuse"
-SINK_NAMES = "langfuse, otlp or webhook"
+
+def _either(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+#: For --help: what the registries hold (tracing_eval.registry)
+SOURCE_SPECS = _either(registry.source_specs().split(", "))
+SINK_NAMES = _either(sorted(registry.sinks()))
 
 
 def out() -> Console:
@@ -149,36 +157,30 @@ def run(
     config_path: Path | None, once: bool, sources: tuple[str, ...], sinks: tuple[str, ...], http: str | None
 ) -> None:
     """Run the sidecar: receive and pull spans, evaluate ready threads, write results."""
-    from tracing_eval import worker
+    from tracing_eval import app
 
     overrides: dict[str, Any] = {}
     if http:
         overrides["http"] = {"address": http}
     settings = _settings(config_path, **overrides)
-    plan = worker.plan_sources(sources, settings)
-    sink_list = worker.sink_names(sinks, settings, plan)
+    specs = app.source_specs(sources, settings)
+    sink_list = app.sink_names(sinks, settings, specs)
     if once:
-        missing = [str(p) for p in plan.files if not p.is_file()]
-        if missing:  # `run` waits for a file to appear; a one-off run has nothing to wait for
-            raise ConfigError(f"source otlp-file: no such file: {', '.join(missing)}")
-        if plan.otlp_http and not plan.files and not plan.langfuse:
+        if specs and all(s.entry.listens for s in specs):
             raise ConfigError(
                 "`run --once` pulls sources; give --source otlp-file:PATH or langfuse (the receiver needs `run`)"
             )
-        asyncio.run(_run_once(settings, plan, sink_list))
+        asyncio.run(_run_once(settings, specs, sink_list))
         return
-    asyncio.run(_run_forever(settings, plan, sink_list))
+    asyncio.run(_run_forever(settings, specs, sink_list))
 
 
-async def _run_once(settings: Settings, plan: Any, sinks: list[str], since: Any = None) -> None:
+async def _run_once(settings: Settings, specs: Any, sinks: list[str], since: Any = None) -> None:
     """One tick that treats all input as settled, then the tables of scores and the review queue."""
-    from tracing_eval import worker
+    from tracing_eval import app
 
-    store = worker.build_store(settings)
-    await store.open()
-    pipeline = None
-    try:
-        pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=True, since=since)
+    async with app.assemble(settings, specs, sinks, once=True, since=since) as pipeline:
+        store = pipeline.store
         started = time.perf_counter()
         if since is not None:
             await _catch_up(pipeline.sources, store, since)
@@ -192,34 +194,16 @@ async def _run_once(settings: Settings, plan: Any, sinks: list[str], since: Any 
         records = await _stored_records(store)
         out().print(results_table(records, width=out().width))
         out().print(review_table(await store.review_items("open")))
-    finally:
-        if pipeline is not None:
-            await pipeline.close()
-        await store.close()
 
 
-async def _run_forever(settings: Settings, plan: Any, sinks: list[str]) -> None:
-    from connectors.otlp.receiver import OtlpReceiver
-    from tracing_eval import worker
+async def _run_forever(settings: Settings, specs: Any, sinks: list[str]) -> None:
+    from tracing_eval import app, worker
     from tracing_eval.telemetry import Telemetry
 
-    store = worker.build_store(settings)
-    await store.open()
-    pipeline = None
     telemetry = Telemetry()  # this worker's Prometheus series, served on /metrics
-    try:
-        pipeline = worker.build_pipeline(settings, store, plan, sinks, complete_files=False, telemetry=telemetry)
-        receiver = (
-            OtlpReceiver(store, settings.receiver, telemetry=telemetry, sinks=pipeline.outbox_sinks)
-            if plan.otlp_http
-            else None
-        )
+    async with app.assemble(settings, specs, sinks, once=False, telemetry=telemetry) as pipeline:
         worker.tune_gc()  # the process is the sidecar's from here on
-        await worker.Worker(settings, pipeline, receiver).run()
-    finally:
-        if pipeline is not None:
-            await pipeline.close()
-        await store.close()
+        await worker.Worker(settings, pipeline).run()
 
 
 @main.command()
@@ -231,26 +215,31 @@ async def _run_forever(settings: Settings, plan: Any, sinks: list[str]) -> None:
 @friendly_errors
 def backfill(config_path: Path | None, since: str, sinks: tuple[str, ...]) -> None:
     """Read Langfuse history since a time, evaluate it, and write the scores back."""
-    from connectors.langfuse.settings import parse_since
-    from tracing_eval import worker
+    from tracing_eval import app
 
     settings = _settings(config_path)
     try:
         start = parse_since(since)
     except ValueError as exc:
         raise ConfigError(f"--since: {exc}") from None
-    plan = worker.SourcePlan(otlp_http=False, files=(), langfuse=True)
+    specs = app.source_specs(["langfuse"], settings)
     err().print(f"backfilling Langfuse from {start.isoformat()} (read window by window, then evaluated)")
-    asyncio.run(_run_once(settings, plan, worker.sink_names(sinks, settings, plan), since=start))
+    asyncio.run(_run_once(settings, specs, app.sink_names(sinks, settings, specs), since=start))
 
 
-async def _catch_up(sources: Any, store: SqlStore, since: Any) -> None:
-    """Pull the Langfuse source window by window up to now, with a progress bar over the time range."""
-    from connectors.langfuse.source import LangfuseSource, SourceState
+async def _catch_up(sources: Any, store: Any, since: Any) -> None:
+    """Pull each source with a history up to now (Langfuse: window by window), with a progress bar
+    over the time range."""
+    from tracing_eval.sources import CatchingUp
 
-    source = next(s for s in sources if isinstance(s, LangfuseSource))
     total = max(1.0, time.time() - since.timestamp())
-    spans = 0
+    for source in sources:
+        if isinstance(source, CatchingUp):
+            spans = await _catch_up_one(source, store, since, total)
+            err().print(f"read {spans} spans from {source.name} since {since.isoformat()}")
+
+
+async def _catch_up_one(source: Any, store: Any, since: Any, total: float) -> int:
     with Progress(
         TextColumn("backfill"),
         BarColumn(),
@@ -260,18 +249,15 @@ async def _catch_up(sources: Any, store: SqlStore, since: Any) -> None:
         disable=not err().is_terminal,
     ) as progress:
         task = progress.add_task("backfill", total=total, spans=0)
-        while True:
-            pulled_at = time.time()
-            spans += await source.pull(store, pulled_at)
-            watermark = SourceState.loads(await store.get_source_state(source.state_key)).watermark
+
+        def advance(watermark: Any, spans: int) -> None:
             done = total if watermark is None else min(total, watermark.timestamp() - since.timestamp())
             progress.update(task, completed=done, spans=spans)
-            if watermark is None or watermark.timestamp() >= pulled_at - 1:
-                break
-    err().print(f"read {spans} spans from Langfuse since {since.isoformat()}")
+
+        return int(await source.catch_up(store, advance))
 
 
-async def _stored_records(store: SqlStore) -> list[dict[str, Any]]:
+async def _stored_records(store: Store) -> list[dict[str, Any]]:
     by_thread: dict[str, list[Any]] = {}
     for r in await store.results():
         by_thread.setdefault(r.thread_key, []).append(r.result)
@@ -460,8 +446,6 @@ async def _evaluate(settings: Settings, metrics: Any, threads: list[Any], runs: 
 
 
 def _time_option(value: str | None, name: str) -> float | None:
-    from connectors.langfuse.settings import parse_since
-
     if value is None:
         return None
     try:
@@ -562,19 +546,9 @@ async def _export(settings: Settings, origin: str, selection: Any, max_turns: in
     from tracing_eval.scenarios import scenarios_from
 
     if origin == "langfuse":
-        from connectors.langfuse.client import LangfuseError
-        from connectors.langfuse.review_sessions import ReviewQueueError, ReviewSessions
+        from tracing_eval.app import langfuse_failed_threads
 
-        try:
-            reader = ReviewSessions(settings.langfuse)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        try:
-            failed = await reader.failed_threads(selection)
-        except (LangfuseError, ReviewQueueError) as exc:
-            raise ConfigError(f"Langfuse: {exc}") from None
-        finally:
-            await reader.aclose()
+        failed = await langfuse_failed_threads(settings, selection)
     else:
         store = SqlStore(settings.store.url)
         await store.open()
@@ -955,25 +929,14 @@ def _labelled_rows(file: Path) -> tuple[list[dict[str, Any]], list[Any]]:
 async def _langfuse_units(
     settings: Settings, human_name: str, metric: str, since: str, rule: Any, prediction: Any
 ) -> Any:
-    from connectors.langfuse.annotations import human_and_ours
-    from connectors.langfuse.client import LangfuseClient, LangfuseError
-    from connectors.langfuse.settings import parse_since
+    from tracing_eval.app import langfuse_reviewed
     from tracing_eval.calibrate import CalibrationError, join_scored
 
     try:
         start = parse_since(since)
     except ValueError as exc:
         raise ConfigError(f"--since: {exc}") from None
-    try:
-        client = LangfuseClient(settings.langfuse)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    try:
-        subjects = await human_and_ours(client, human_name, metric, start)
-    except LangfuseError as exc:
-        raise ConfigError(f"Langfuse: {exc}") from None
-    finally:
-        await client.aclose()
+    subjects = await langfuse_reviewed(settings, human_name, metric, start)
     if not subjects:
         raise CalibrationError(
             f"Langfuse has no reviewer scores (source ANNOTATION) named {human_name!r} since {start.isoformat()}"
@@ -1008,7 +971,7 @@ async def _langfuse_units(
 )
 def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str, ...]) -> None:
     """Check the configuration, the store, the sources, the sinks and the judge; exit 1 if anything is wrong."""
-    from tracing_eval import worker
+    from tracing_eval import app, server
 
     problems = 0
 
@@ -1021,7 +984,7 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
     plan_langfuse = "langfuse" in sources
     try:
         settings = _settings(config_path)
-        plan_langfuse = plan_langfuse or settings.sources.langfuse
+        plan_langfuse = plan_langfuse or "langfuse" in settings.sources.specs()
         report(True, "config", str(config_path or "defaults, environment and ./tracing-eval.toml if present"))
     except ConfigError as exc:
         report(False, "config", str(exc))
@@ -1029,35 +992,20 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
 
     async def check_langfuse() -> None:
         try:
-            from connectors.langfuse import LangfuseClient
+            ok, detail = await app.check_langfuse(settings)
         except ModuleNotFoundError as exc:
             report(False, "langfuse", _missing_extra(exc))
             return
-        try:
-            client = LangfuseClient(settings.langfuse)
-        except ConfigError as exc:  # the message names the variables to set
-            report(False, "langfuse", str(exc))
-            return
-        except Exception as exc:
-            report(False, "langfuse", f"{exc} (set LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_BASE_URL)")
-            return
-        try:
-            generation = await client.generation()
-            project = await client.project_id()
-            report(True, "langfuse", f"{settings.langfuse.host}: project {project}, read API {generation}")
-        except Exception as exc:
-            report(False, "langfuse", f"{exc} (check the keys and LANGFUSE_BASE_URL)")
-        finally:
-            await client.aclose()
+        report(ok, "langfuse", detail)
 
-    async def check_sinks(plan: Any, store: SqlStore) -> None:
+    async def check_sinks(specs: Any, store: SqlStore) -> None:
         nonlocal plan_langfuse
         try:
-            names = worker.sink_names(sinks, settings, plan)
+            names = app.sink_names(sinks, settings, specs)
             # without keys the Langfuse sink cannot be built: the langfuse check says so on its own line
-            keyless = worker.LANGFUSE in names and not settings.langfuse.enabled
+            keyless = "langfuse" in names and not app.langfuse_keys_set(settings)
             plan_langfuse = plan_langfuse or keyless
-            built = worker.build_sinks([n for n in names if not (keyless and n == worker.LANGFUSE)], settings, store)
+            built = app.build_sinks([n for n in names if not (keyless and n == "langfuse")], settings, store)
         except ConfigError as exc:
             report(False, "sinks", str(exc))
             return
@@ -1074,7 +1022,7 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
 
     async def checks() -> None:
         try:
-            store = worker.build_store(settings)
+            store = app.build_store(settings)
         except StoreError as exc:
             report(False, "store", str(exc))
             return
@@ -1086,28 +1034,30 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
         finally:
             await store.close()
         try:
-            plan = worker.plan_sources(sources, settings)
-            for path in plan.files:
-                ok = path.is_file()
-                report(ok, f"source otlp-file:{path}", "readable" if ok else "does not exist")
-            if plan.otlp_http:
-                try:  # bind and let go at once: a port another process holds fails here, not at `run`
-                    worker.bind(settings.http.host, settings.http.port).close()
-                except ConfigError as exc:
-                    report(False, "source otlp-http", f"{exc} (is a sidecar already running?)")
-                else:
-                    report(True, "source otlp-http", f"receiver will listen on {settings.http.address}")
+            specs = app.source_specs(sources, settings)
+            for spec in specs:
+                if spec.name == "otlp-file":
+                    path = Path(spec.argument or "")
+                    ok = path.is_file()
+                    report(ok, f"source {spec}", "readable" if ok else "does not exist")
+                elif spec.entry.listens:
+                    try:  # bind and let go at once: a port another process holds fails here, not at `run`
+                        server.bind(settings.http.host, settings.http.port).close()
+                    except ConfigError as exc:
+                        report(False, f"source {spec}", f"{exc} (is a sidecar already running?)")
+                    else:
+                        report(True, f"source {spec}", f"receiver will listen on {settings.http.address}")
         except ConfigError as exc:
             report(False, "sources", str(exc))
         else:
-            await check_sinks(plan, store)
+            await check_sinks(specs, store)
         try:
             build_metrics(settings)
         except ConfigError as exc:
             report(False, "metrics", str(exc))
         if plan_langfuse:
             await check_langfuse()
-        judge = worker.build_judge(settings)
+        judge = app.build_judge(settings)
         if judge is None:
             report(
                 True,

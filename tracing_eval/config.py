@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, create_model, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -20,18 +20,14 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from connectors.langfuse.settings import LangfuseSettings  # the connector's section, wired here
+from tracing_eval import registry
+from tracing_eval.settings_base import ConfigError, empty_is_unset, host_port
+from tracing_eval.settings_base import SettingsSection as _Section
+
+__all__ = ["ConfigError", "Settings", "load_settings"]
 
 ENV_PREFIX = "TRACING_EVAL_"
 DEFAULT_CONFIG_FILE = "tracing-eval.toml"
-
-
-class ConfigError(Exception):
-    """The configuration cannot be used; the message says which key and why."""
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class StoreSettings(_Section):
@@ -39,18 +35,6 @@ class StoreSettings(_Section):
         "sqlite+aiosqlite:///tracing-eval.db",
         description="SQLAlchemy async URL of the state store (SQLite file by default, in the working folder).",
     )
-
-
-def _empty_is_unset(value: object) -> object:
-    """An empty secret (e.g. `TRACING_EVAL_RECEIVER__AUTH_TOKEN=`) means unset, not an empty secret."""
-    return None if isinstance(value, str) and not value.strip() else value
-
-
-def _host_port(v: str) -> str:
-    host, sep, port = v.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"must be HOST:PORT, got {v!r}")
-    return v
 
 
 #: Defaults of the receiver's size limits (docs/reliability.md derives the memory limit from them)
@@ -62,7 +46,7 @@ class ReceiverSettings(_Section):
     max_body_bytes: int = Field(
         MAX_BODY_BYTES, gt=0, description="Largest request body accepted after decompression (413 above)."
     )
-    _blank_auth_token = field_validator("auth_token", mode="before")(_empty_is_unset)
+    _blank_auth_token = field_validator("auth_token", mode="before")(empty_is_unset)
     auth_token: SecretStr | None = Field(
         None, description="If set, requests must send `Authorization: Bearer <token>`. Set it from the environment."
     )
@@ -110,8 +94,8 @@ class ReceiverSettings(_Section):
 
     @field_validator("grpc_address")
     @classmethod
-    def _grpc_host_port(cls, v: str | None) -> str | None:
-        return None if v is None or not v.strip() else _host_port(v.strip())
+    def _grpchost_port(cls, v: str | None) -> str | None:
+        return None if v is None or not v.strip() else host_port(v.strip())
 
     @model_validator(mode="after")
     def _budget_holds_a_request(self) -> ReceiverSettings:
@@ -246,7 +230,7 @@ class JudgeSettings(_Section):
         None, description="Judge model; the judge tier is on when a model and an API key are set."
     )
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint; default: OPENAI_BASE_URL, else OpenAI.")
-    _blank_api_key = field_validator("api_key", mode="before")(_empty_is_unset)
+    _blank_api_key = field_validator("api_key", mode="before")(empty_is_unset)
     api_key: SecretStr | None = Field(
         None, description="API key; default: OPENAI_API_KEY. Set it from the environment."
     )
@@ -354,34 +338,27 @@ class SourceSettings(_Section):
     otlp_files: list[Path] = Field(
         default_factory=list, description="OTLP JSON-lines files (Collector file exporter format) to read."
     )
-
-
-class OtlpSinkSettings(_Section):
-    endpoint: str | None = Field(
-        None,
-        description="OTLP/HTTP logs endpoint for evaluation events; default: OTEL_EXPORTER_OTLP_LOGS_ENDPOINT, "
-        "else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/logs.",
+    enabled: list[str] = Field(
+        default_factory=list,
+        description="More sources, as `run --source` takes them: `NAME` or `NAME:ARGUMENT`, e.g. a source another "
+        "package registers (docs/extending.md).",
     )
-    service_name: str = Field("tracing-eval", description="Resource service.name of the evaluation events.")
-    headers: dict[str, str] = Field(
-        default_factory=dict, description="Extra HTTP headers (e.g. auth) for the endpoint."
-    )
-    timeout_seconds: float = Field(10.0, gt=0, description="Timeout of one export.")
 
-
-class WebhookSettings(_Section):
-    urls: list[str] = Field(default_factory=list, description="URLs that receive review items as signed JSON POSTs.")
-    _blank_secret = field_validator("secret", mode="before")(_empty_is_unset)
-    secret: SecretStr | None = Field(
-        None, description="HMAC-SHA256 key for the signature header; set it from the environment."
-    )
-    timeout_seconds: float = Field(10.0, gt=0, description="Timeout of one POST.")
+    def specs(self) -> list[str]:
+        """The configured sources as `--source` specs."""
+        return [
+            *(["otlp-http"] if self.otlp_http else []),
+            *(f"otlp-file:{p}" for p in self.otlp_files),
+            *(["langfuse"] if self.langfuse else []),
+            *self.enabled,
+        ]
 
 
 class SinkSettings(_Section):
     enabled: list[str] = Field(
         default_factory=lambda: ["local"],
-        description="Result sinks: local (always on), otlp, webhook, langfuse.",
+        description="Result sinks: local (always on), otlp, webhook, langfuse, or one another package registers "
+        "(docs/extending.md).",
     )
     max_attempts: int = Field(10, gt=0, description="Delivery attempts per outbox row before it is parked as failed.")
     batch_size: int = Field(
@@ -397,8 +374,6 @@ class SinkSettings(_Section):
         "renewed just before the row's delivery. Keep it above the longest one delivery can take (a sink's "
         "timeout times its retries, plus their waits); rows of a replica that dies go out after it.",
     )
-    otlp: OtlpSinkSettings = Field(default_factory=OtlpSinkSettings)
-    webhook: WebhookSettings = Field(default_factory=WebhookSettings)
 
 
 class HttpSettings(_Section):
@@ -414,7 +389,7 @@ class HttpSettings(_Section):
     @field_validator("address")
     @classmethod
     def _address(cls, v: str) -> str:
-        return _host_port(v)
+        return host_port(v)
 
     @property
     def host(self) -> str:
@@ -439,7 +414,12 @@ class LoggingSettings(_Section):
     format: Literal["console", "json"] = Field("console", description="`json` for machines, `console` for people.")
 
 
-class Settings(BaseSettings):
+M = TypeVar("M", bound=BaseModel)
+#: The registered sections by model, for `Settings.section`
+_SECTION_PATHS: dict[type[BaseModel], str] = {}
+
+
+class _Settings(BaseSettings):
     """All settings. See `config.example.toml` for every key with its default."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
@@ -449,7 +429,6 @@ class Settings(BaseSettings):
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
-    langfuse: LangfuseSettings = Field(default_factory=LangfuseSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     sinks: SinkSettings = Field(default_factory=SinkSettings)
@@ -468,6 +447,49 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    def section(self, model: type[M]) -> M:
+        """The section a source or sink registered with `model` (see `tracing_eval.registry`)."""
+        path = _SECTION_PATHS.get(model)
+        if path is None:
+            raise ConfigError(f"{model.__name__} is not the settings section of a registered source or sink")
+        value: object = self
+        for part in path.split("."):
+            value = getattr(value, part)
+        assert isinstance(value, model)
+        return value
+
+
+def _with_sections(base: type[BaseModel], sections: dict[str, type[BaseModel]]) -> type[BaseModel]:
+    """`base` with the sections added at their paths (`langfuse`; `sinks.webhook` inside `[sinks]`)."""
+    nested: dict[str, dict[str, type[BaseModel]]] = {}
+    fields: dict[str, Any] = {}
+    for path, model in sections.items():
+        head, _, rest = path.partition(".")
+        if rest:
+            nested.setdefault(head, {})[rest] = model
+        elif head in base.model_fields:
+            raise registry.RegistryError(f"settings section [{path}] of a source or sink: [{head}] exists already")
+        else:
+            fields[head] = (model, Field(default_factory=model))
+    for head, inner in nested.items():
+        info = base.model_fields.get(head)
+        outer = info.annotation if info is not None else None
+        if info is None or not isinstance(outer, type) or not issubclass(outer, BaseModel):
+            raise registry.RegistryError(
+                f"settings sections {sorted(inner)} of a source or sink: [{head}] is no section"
+            )
+        grown = _with_sections(outer, inner)
+        fields[head] = (grown, Field(default_factory=grown, description=info.description))
+    return create_model(base.__name__, __base__=base, __module__=base.__module__, __doc__=base.__doc__, **fields)
+
+
+if TYPE_CHECKING:
+    Settings = _Settings
+else:  # the engine's sections and those the registered sources and sinks add, in one model
+    _SECTION_PATHS.update({model: path for path, model in registry.sections().items()})
+    Settings = _with_sections(_Settings, registry.sections())
+    Settings.__name__ = Settings.__qualname__ = "Settings"
 
 
 def _describe(exc: ValidationError, origin: str) -> str:

@@ -5,7 +5,9 @@
     python -m tracing_eval.configdoc --check docs/configuration.md  # exit 1 if the file is stale
 
 Every key of `tracing_eval.config.Settings` becomes one row: TOML section and key, environment
-variable, type (with its bounds), default and the field's description. Nothing here is written
+variable, type (with its bounds), default and the field's description. The sections that registered
+sources and sinks add (`[langfuse]`, `[sinks.otlp]`, ...; see `tracing_eval.registry`) are part of
+that model, so they are listed too, after the engine's own. Nothing here is written
 by hand except the introduction and the list of other environment variables the code reads.
 """
 
@@ -33,7 +35,8 @@ NESTED = "__"
 INTRO = f"""\
 # Configuration reference
 
-<!-- Generated from tracing_eval/config.py by `make docs` (python -m tracing_eval.configdoc).
+<!-- Generated from tracing_eval/config.py and the sections of the registered sources and sinks
+     by `make docs` (python -m tracing_eval.configdoc).
      Do not edit by hand: tests/test_configdoc.py fails when this file is stale. -->
 
 Every setting of `tracing-eval` is listed below, section by section. A setting comes from, in

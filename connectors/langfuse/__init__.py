@@ -4,7 +4,7 @@ settings = LangfuseSettings()                      # keys and host from LANGFUSE
 source = LangfuseSource(settings)                  # Source protocol, name "langfuse"
 sink = LangfuseSink(settings, store=store)         # Sink protocol, name "langfuse"
 
-Names are loaded on first use, so `tracing_eval.config` can import the settings module alone.
+Names are loaded on first use, so `connectors.langfuse.plugin` (the entry points) imports the settings alone.
 """
 
 from __future__ import annotations

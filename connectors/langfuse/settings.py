@@ -1,43 +1,26 @@
 """Settings of the Langfuse connector (source, score sink and review queue).
 
-Meant to become the `[langfuse]` section of `tracing_eval.config.Settings` (env
-`TRACING_EVAL_LANGFUSE__<KEY>`); the keys and host also come from the Langfuse SDK's own
+The `[langfuse]` section of the settings (env `TRACING_EVAL_LANGFUSE__<KEY>`), registered with the
+Langfuse source and sink (`connectors.langfuse.plugin`); the keys and host also come from the Langfuse SDK's own
 variables (`LANGFUSE_PUBLIC_KEY`, `LANGFUSE_SECRET_KEY`, `LANGFUSE_BASE_URL` or `LANGFUSE_HOST`).
 """
 
 from __future__ import annotations
 
 import os
-import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from tracing_eval.timespec import parse_since
+
+__all__ = ["CLOUD_URL", "SELF_MARKER", "LangfuseSettings", "parse_since"]
+
 CLOUD_URL = "https://cloud.langfuse.com"
 #: Tag (and trace-name prefix, and metadata key `tracing_eval`) that marks the worker's own judge traffic.
 SELF_MARKER = "tracing-eval"
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_since(value: str | datetime | timedelta, now: datetime | None = None) -> datetime:
-    """A start time from a duration back from now (`90m`, `24h`, `7d`, `2w`) or an ISO 8601 time."""
-    now = now or datetime.now(UTC)
-    if isinstance(value, timedelta):
-        return now - value
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    found = _DURATION.match(value)
-    if found:
-        return now - timedelta(seconds=float(found[1]) * _UNITS[found[2]])
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"expected a duration like 24h / 7d or an ISO 8601 time, got {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 class LangfuseSettings(BaseModel):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,6 +40,7 @@ from connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.conventions.values import dumps
 from tracing_eval.ingest import make_batch
 from tracing_eval.model import Span
+from tracing_eval.sources import PullSource
 from tracing_eval.store.base import Store
 
 log = structlog.get_logger(__name__)
@@ -84,7 +87,7 @@ class SourceState:
         self.seen = {k: v for k, v in self.seen.items() if v[1] >= cutoff}
 
 
-class LangfuseSource:
+class LangfuseSource(PullSource):
     """`Source` over one Langfuse project; `backfill_since` re-reads from that time on the first pull."""
 
     name = SOURCE
@@ -104,6 +107,18 @@ class LangfuseSource:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+    async def catch_up(self, store: Store, progress: Callable[[datetime | None, int], None]) -> int:
+        """Pull until the watermark reaches the time of the pull (a backfill spans many pulls of
+        `max_windows_per_pull` windows); `progress(watermark, spans so far)` after each pull."""
+        spans = 0
+        while True:
+            pulled_at = time.time()
+            spans += await self.pull(store, pulled_at)
+            watermark = SourceState.loads(await store.get_source_state(self.state_key)).watermark
+            progress(watermark, spans)
+            if watermark is None or watermark.timestamp() >= pulled_at - 1:
+                return spans
 
     async def pull(self, store: Store, now: float) -> int:
         """Read every window from the watermark (minus the overlap) to now; return spans stored."""

@@ -15,13 +15,14 @@ import structlog
 from connectors.otlp.decode import OtlpDecodeError, decode_json_line
 from tracing_eval.ingest import make_batch, store_isolating
 from tracing_eval.model import Span, SpanEvent
+from tracing_eval.sources import PullSource
 from tracing_eval.store.base import Store
 
 log = structlog.get_logger(__name__)
 
 
 @dataclass
-class OtlpFileSource:
+class OtlpFileSource(PullSource):
     path: Path
     lines_per_batch: int = 200
     source: str = "otlp"

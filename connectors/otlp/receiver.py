@@ -24,13 +24,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
+import structlog
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from connectors.otlp.decode import JSON, PROTOBUF, OtlpDecodeError, media_type
 from connectors.otlp.intake import (
@@ -43,11 +45,17 @@ from connectors.otlp.intake import (
     Reservation,
     export_response,
 )
-from tracing_eval.config import ReceiverSettings
+from tracing_eval.config import ConfigError, ReceiverSettings
+from tracing_eval.sources import PullSource
 from tracing_eval.store.base import Store
 from tracing_eval.telemetry import Telemetry
 
-__all__ = ["REJECT_REASONS", "TELEMETRY_SOURCE", "OtlpReceiver", "export_response"]
+if TYPE_CHECKING:
+    from connectors.otlp.grpc_receiver import OtlpGrpcReceiver
+
+__all__ = ["REJECT_REASONS", "TELEMETRY_SOURCE", "OtlpReceiver", "OtlpReceiverSource", "export_response"]
+
+log = structlog.get_logger(__name__)
 
 #: The `source` label of what this receiver stores, in the telemetry
 TELEMETRY_SOURCE = TRANSPORTS[0]
@@ -186,3 +194,59 @@ class OtlpReceiver:
                 f"({size} bytes received); send it whole and retry",
             ) from None
         return b"".join(chunks)
+
+
+class OtlpReceiverSource(PullSource):
+    """The receiver as a `Source`: `/v1/traces` and `/v1/logs` on the worker's HTTP server, and
+    OTLP/gRPC beside them when `[receiver] grpc_address` is set. It stores spans as requests arrive,
+    so a pull finds nothing to do."""
+
+    name = TELEMETRY_SOURCE
+
+    def __init__(
+        self,
+        store: Store,
+        settings: ReceiverSettings,
+        *,
+        telemetry: Telemetry | None = None,
+        sinks: Iterable[str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.receiver = OtlpReceiver(store, settings, telemetry=telemetry, sinks=sinks)
+        self.grpc: OtlpGrpcReceiver | None = None
+        self._closed = False
+
+    def routes(self) -> list[BaseRoute]:
+        return list(self.receiver.routes())
+
+    async def pull(self, store: Store, now: float) -> int:
+        return 0
+
+    async def start(self) -> None:
+        """Serve OTLP/gRPC when an address is set. A default address that is taken is a warning (gRPC
+        stays off); an address set explicitly must be free."""
+        from connectors.otlp.grpc_receiver import GrpcBindError, OtlpGrpcReceiver
+
+        address = self.settings.grpc_address
+        if not address:
+            return
+        grpc = OtlpGrpcReceiver(self.receiver.intake, self.settings)
+        try:
+            await grpc.start(address)
+        except GrpcBindError as exc:
+            if "grpc_address" in self.settings.model_fields_set:
+                raise ConfigError(f"{exc}; set [receiver] grpc_address (empty: no gRPC)") from None
+            log.warning("OTLP/gRPC is off: its default address is taken", error=str(exc))
+            return
+        self.grpc = grpc
+        log.info("OTLP/gRPC receiver listening", grpc=address)
+
+    async def stop(self, drain_seconds: float) -> None:
+        """Stop taking gRPC calls (those in progress get `drain_seconds`); the HTTP routes stop with the server."""
+        if self.grpc is not None:
+            await self.grpc.stop(drain_seconds)
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.receiver.intake.close()

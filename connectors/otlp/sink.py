@@ -33,7 +33,8 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.trace import TraceFlags
 from opentelemetry.util.re import parse_env_headers
 
-from tracing_eval.config import ConfigError, OtlpSinkSettings
+from connectors.otlp.sink_settings import OtlpSinkSettings
+from tracing_eval.settings_base import ConfigError
 from tracing_eval.sinks import PermanentSinkError
 
 EVENT_NAME = "gen_ai.evaluation.result"

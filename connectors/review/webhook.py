@@ -26,8 +26,9 @@ from typing import Any
 import httpx
 import orjson
 
-from tracing_eval.config import ConfigError, WebhookSettings
+from connectors.review.settings import WebhookSettings
 from tracing_eval.routing import PRIORITIES
+from tracing_eval.settings_base import ConfigError
 from tracing_eval.sinks import PermanentSinkError
 
 DELIVERY_HEADER = "X-Tracing-Eval-Delivery"

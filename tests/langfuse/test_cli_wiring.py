@@ -62,7 +62,7 @@ def test_backfill_reads_history_and_doctor_checks_the_connection(langfuse: FakeL
     assert invoke("run", "--once", "--source", "langfuse").stdout.count("old") == 0  # default window: 24h
     res = invoke("backfill", "--since", "4d")
     assert res.exit_code == 0, res.output
-    assert "read 0 spans" not in res.stderr and "spans from Langfuse since" in res.stderr
+    assert "read 0 spans" not in res.stderr and "spans from langfuse since" in res.stderr
     assert any(s.session_id == "old" for s in langfuse.scores)
     doctor = invoke("doctor", "--source", "langfuse")
     assert doctor.exit_code == 0, doctor.output
