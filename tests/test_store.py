@@ -8,8 +8,9 @@ import pytest
 from sqlalchemy import update
 
 from tests.conftest import BACKENDS
+from tracing_eval.delivery import Anchor, Delivery, ResultDelivery, ReviewDelivery, parse
 from tracing_eval.model import MetricResult, Scope, Span, SpanEvent, score_result
-from tracing_eval.sinks import deliver_outbox
+from tracing_eval.sinks import BaseSink, deliver_outbox
 from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Mode, Outgoing, Readiness, ReviewRequest
 from tracing_eval.store.sql import SqlStore, StoreError
@@ -159,18 +160,18 @@ async def test_outbox_rows_only_for_changed_results_and_review_once_per_version(
     assert not await store.resolve_review(items[1].id, "twice", T0 + 904)
 
 
-class FlakySink:
+class FlakySink(BaseSink):
     name = "hook"
 
     def __init__(self, failures: int) -> None:
         self.failures = failures
-        self.received: list[dict[str, Any]] = []
+        self.received: list[Delivery] = []
 
-    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+    async def deliver(self, delivery: Delivery) -> None:
         if self.failures:
             self.failures -= 1
             raise ConnectionError("sink down")
-        self.received.append(payload)
+        self.received.append(delivery)
 
 
 async def test_outbox_delivery_retries_with_backoff_and_delivers_once(store: SqlStore) -> None:
@@ -185,7 +186,7 @@ async def test_outbox_delivery_retries_with_backoff_and_delivers_once(store: Sql
     stats = await deliver_outbox(store, [sink], T0 + 410, max_attempts=5)
     assert stats.delivered == 1
     await deliver_outbox(store, [sink], T0 + 1000, max_attempts=5)
-    assert [p["result_id"] for p in sink.received] == ["r1"]
+    assert [d.result_id for d in sink.received if isinstance(d, ResultDelivery)] == ["r1"]
 
 
 async def test_one_delivery_round_takes_every_due_row_in_batches_until_a_sink_fails(store: SqlStore) -> None:
@@ -247,7 +248,7 @@ async def test_unreachable_store_is_a_clear_error(tmp_path: Any, backend: str) -
 async def test_outbox_payloads_carry_the_anchor_sinks_attach_to(store: SqlStore) -> None:
     await store.ingest(batch(span("a", "1"), conv="c"), T0)
     [c] = await store.claim("w", T0 + 400, READY, 10, 30)
-    anchor = {"trace_id": "a" * 32, "span_id": "1" * 16, "start_ns": 5, "conversation_id": "c"}
+    anchor = Anchor(trace_id="a" * 32, span_id="1" * 16, start_ns=5, conversation_id="c", environment="prod")
     reasons = [
         {
             "metric": "m",
@@ -261,8 +262,12 @@ async def test_outbox_payloads_carry_the_anchor_sinks_attach_to(store: SqlStore)
     ]
     out = [Outgoing("r1", "thread", result(score=0.0), anchor)]
     await store.record(c, out, ReviewRequest(reasons, ["hook"], anchor=anchor), ["hook"], T0 + 401)
-    rows = {r.kind: r.payload for r in await store.pending_outbox("hook", T0 + 402, 10)}
-    assert rows["result"]["anchor"] == anchor and rows["review"]["anchor"] == anchor
+    rows = {r.kind: parse(r.kind, r.payload) for r in await store.pending_outbox("hook", T0 + 402, 10)}
+    result_row, review_row = rows["result"], rows["review"]
+    assert isinstance(result_row, ResultDelivery) and isinstance(review_row, ReviewDelivery)
+    assert result_row.anchor == anchor and review_row.anchor == anchor
+    assert (result_row.session_id, result_row.thread_key, result_row.thread_version) == ("c", c.thread_key, c.version)
+    assert (review_row.session_id, review_row.reasons) == ("c", reasons) and not result_row.legacy
 
 
 async def test_review_forwarded_only_is_recorded_but_not_open_locally(store: SqlStore) -> None:
@@ -283,7 +288,8 @@ async def test_review_forwarded_only_is_recorded_but_not_open_locally(store: Sql
     await store.record(c, [], review, [], T0 + 401)
     assert await store.review_items("open") == []
     [row] = await store.pending_outbox("hook", T0 + 402, 10)
-    assert row.kind == "review" and row.payload["priority"] == "high"
+    item = parse(row.kind, row.payload)
+    assert isinstance(item, ReviewDelivery) and item.priority == "high"
 
 
 async def test_free_form_ids_of_any_length_fit_every_column(store: SqlStore) -> None:
@@ -302,10 +308,10 @@ async def test_free_form_ids_of_any_length_fit_every_column(store: SqlStore) -> 
 
 
 async def test_outbox_errors_are_stored_without_url_credentials(store: SqlStore) -> None:
-    class Leaky:
+    class Leaky(BaseSink):
         name = "hook"
 
-        async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+        async def deliver(self, delivery: Delivery) -> None:
             raise ConnectionError("POST https://bob:hunter2@hooks.example/x refused")
 
     await store.ingest(batch(span("a", "1"), conv="c"), T0)

@@ -107,7 +107,7 @@ def build_sinks(names: list[str], settings: Settings, store: SqlStore) -> list[S
     if LANGFUSE in names:
         from connectors.langfuse import LangfuseSink
 
-        sinks.append(LangfuseSink(settings.langfuse, store=store))
+        sinks.append(LangfuseSink(settings.langfuse))
     if OTLP in names:
         from connectors.otlp.sink import OtlpEvaluationSink
 

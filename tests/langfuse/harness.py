@@ -65,7 +65,7 @@ class Worker:
         self.store = SqlStore(self.settings.store.url)
         await self.store.open()
         self.source = LangfuseSource(self.lf, **source_kw)
-        self.sink = LangfuseSink(self.lf, store=self.store)
+        self.sink = LangfuseSink(self.lf)
         self.pipeline = Pipeline(
             store=self.store,
             settings=self.settings,

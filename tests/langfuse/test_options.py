@@ -184,7 +184,7 @@ async def test_threads_received_over_otlp_are_scored_with_their_otel_ids(
     settings.sinks.max_attempts = 1
     store = SqlStore(settings.store.url)
     await store.open()
-    sink = LangfuseSink(lf_settings(server), store=store)
+    sink = LangfuseSink(lf_settings(server))
     pipeline = Pipeline(
         store=store,
         settings=settings,

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
+from tracing_eval.delivery import FORMAT, RetractDelivery
 from tracing_eval.extras import missing_extra_message
 from tracing_eval.identity import is_sampled, thread_key
 from tracing_eval.model import MetricResult, Span, SpanEvent
@@ -495,9 +496,9 @@ class SqlStore:
                         "kind": "retract",
                         "ref": ref,
                         "digest": "-",
-                        "payload": orjson.dumps(
-                            {"result_id": ref, "thread_key": key, "merged_into": into, **about[ref]}
-                        ),
+                        "payload": RetractDelivery(
+                            format=FORMAT, result_id=ref, thread_key=key, merged_into=into, **about[ref]
+                        ).payload(),
                         "created_at": now,
                         "next_attempt_at": due,
                     }
@@ -714,16 +715,7 @@ class SqlStore:
                 )
                 if known.get(o.id) == digest or not sinks:
                     continue  # unchanged: nothing new to deliver
-                payload = orjson.dumps(
-                    {
-                        "result_id": o.id,
-                        "thread_key": claim.thread_key,
-                        "target": o.target,
-                        "thread_version": claim.version,
-                        "anchor": o.anchor,
-                        "result": orjson.Fragment(data),
-                    }
-                )
+                payload = o.delivery(claim.thread_key, claim.version).payload(data)
                 deliveries += [
                     {"sink": s, "kind": "result", "ref": o.id, "digest": digest, "payload": payload, "created_at": now}
                     for s in sinks
@@ -761,16 +753,7 @@ class SqlStore:
             .values(status="superseded", resolved_at=now, resolution=f"superseded by version {claim.version}")
         )
         if review.sinks:
-            payload = orjson.dumps(
-                {
-                    "review_id": new_id,
-                    "thread_key": claim.thread_key,
-                    "thread_version": claim.version,
-                    "anchor": review.anchor,
-                    "reasons": review.reasons,
-                    **review.fields,
-                }
-            )
+            payload = review.delivery(new_id, claim.thread_key, claim.version).payload()
             await conn.execute(
                 self._insert(t.outbox).on_conflict_do_nothing(),
                 [
