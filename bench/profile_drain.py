@@ -180,7 +180,9 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=1000)
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--batch", type=int, default=100, help="threads claimed (and recorded) per batch")
-    ap.add_argument("--sink", choices=("none", "otlp", "langfuse"), default="none", help="otlp, langfuse: deliver every result too")
+    ap.add_argument(
+        "--sink", choices=("none", "otlp", "langfuse"), default="none", help="otlp, langfuse: deliver every result too"
+    )
     ap.add_argument("--cprofile", type=int, default=0, metavar="N", help="print the N costliest functions")
     args = ap.parse_args()
     pin(0)

@@ -33,10 +33,12 @@ from tests.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_judge import TRANSCRIPT, answer, ask, verdict
 from tests.test_sidecar import LIVENESS_DEADLINE, free_port
 from tracing_eval.config import JudgeSettings, load_settings
+from tracing_eval.delivery import Delivery, ResultDelivery
 from tracing_eval.judge import JudgeClient
 from tracing_eval.metrics.judged.base import JudgeError
 from tracing_eval.model import Scope, Span, score_result
 from tracing_eval.pipeline import TickStats
+from tracing_eval.sinks import BaseSink
 from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Outgoing, Readiness
 from tracing_eval.store.sql import SqlStore
@@ -424,11 +426,12 @@ async def test_deliveries_go_out_while_a_tick_is_stuck_in_evaluation(
 
     received: list[str] = []
 
-    class Hook:
+    class Hook(BaseSink):
         name = "hook"
 
-        async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
-            received.append(payload["result_id"])
+        async def deliver(self, delivery: Delivery) -> None:
+            assert isinstance(delivery, ResultDelivery)
+            received.append(delivery.result_id)
 
     pipeline = build_pipeline(settings, store, SourcePlan(otlp_http=False, files=()), ["local"], complete_files=False)
     pipeline.sinks = [Hook()]

@@ -313,7 +313,6 @@ class Pipeline:
         return self.judge.for_thread(thread_key) if self.judge else None
 
 
-
 def outgoing_result(thread: Thread, r: MetricResult, traces: list[TracePart]) -> Outgoing:
     """A result of `thread` ready to be recorded: its deterministic id, target and anchor (from the
     thread's traces as assembled for this evaluation). `Outgoing.delivery` makes it what sinks get."""
