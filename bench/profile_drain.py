@@ -9,7 +9,8 @@ is evaluated (`tick(settle_all=True)`). Each stage's CPU time (`time.process_tim
 thread's work is counted too) is summed by wrapping the store's and the engine's functions:
 
 - load: `SqlStore.load_threads` (the queries, reading spans and their histories back);
-- assemble: `assemble.thread_from_stored` (stored turns as they are, the other traces assembled);
+- assemble: `assemble.parts_from_stored` and `thread_from_parts` (stored turns as they are, the other
+  traces assembled);
 - metrics: `evaluate.evaluate_all`;
 - record: `SqlStore.record_many` (results, outbox rows, stored turns; one transaction per batch);
 - claim: `SqlStore.claim`;
@@ -87,7 +88,8 @@ async def run(args: argparse.Namespace) -> None:
             await store.ingest(make_batch(spans, []), time.time())
         for name in ("load_threads", "record_many", "claim"):
             setattr(SqlStore, name, timed(name.split("_")[0], getattr(SqlStore, name)))
-        pipeline.thread_from_stored = timed("assemble", pipeline.thread_from_stored)
+        pipeline.parts_from_stored = timed("assemble", pipeline.parts_from_stored)
+        pipeline.thread_from_parts = timed("assemble", pipeline.thread_from_parts)
         pipeline.evaluate_all = timed("metrics", pipeline.evaluate_all)
         settings = Settings(metrics={"enabled": DETERMINISTIC_PACK}, schedule={"batch_size": args.batch})
         sinks: list[Any] = []
@@ -112,7 +114,7 @@ async def run(args: argparse.Namespace) -> None:
             assert collector.stdout is not None
             base_url = collector.stdout.readline().strip()
             lf = LangfuseSettings(base_url=base_url, public_key="pk-lf-test", secret_key="sk-lf-test")
-            sinks = [LangfuseSink(lf, **LANGFUSE_SINK_ARGS(store))]
+            sinks = [LangfuseSink(lf)]
             pipeline.Pipeline.deliver = timed("deliver", pipeline.Pipeline.deliver)
         p = pipeline.Pipeline(
             store=store, settings=settings, metrics=build_metrics(settings), owner="profile", sinks=sinks
@@ -169,10 +171,6 @@ sys.stdin.read()
 print(len(server.scores), flush=True)
 server.stop()
 """
-
-
-def LANGFUSE_SINK_ARGS(store: Any) -> dict[str, Any]:
-    return {"store": store}
 
 
 def main() -> None:

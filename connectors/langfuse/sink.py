@@ -2,7 +2,8 @@
 
 Per-turn results score the turn's trace (`traceId` + `observationId` of its root observation),
 thread results score the session (`sessionId`; a thread without a session is one trace and
-scores that trace). Only results with status `ok` are written: `skipped`, `not_applicable` and
+scores that trace). Where a score goes, its timestamp and environment come from the delivery's
+anchor, which the pipeline built from the thread it evaluated: the sink never reads the store. Only results with status `ok` are written: `skipped`, `not_applicable` and
 `error` results carry no score, and writing one would look like a real 0 or 1 in Langfuse
 dashboards (they stay visible in the local store and `tracing-eval results`).
 
