@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from sqlalchemy import update
 
 from tests.conftest import BACKENDS
+from tracing_eval.assemble import parts_from_stored
 from tracing_eval.delivery import Anchor, Delivery, ResultDelivery, ReviewDelivery, parse
 from tracing_eval.model import MetricResult, Scope, Span, SpanEvent, score_result
 from tracing_eval.sinks import BaseSink, deliver_outbox
 from tracing_eval.store import schema
-from tracing_eval.store.base import IngestBatch, Mode, Outgoing, Readiness, ReviewRequest
+from tracing_eval.store.base import Evaluated, IngestBatch, Mode, Outgoing, Readiness, ReviewRequest
 from tracing_eval.store.sql import SqlStore, StoreError
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)  # every test on SQLite and PostgreSQL
@@ -331,3 +333,24 @@ async def test_a_draining_worker_gives_back_its_leases(store: SqlStore) -> None:
     assert await store.release_owned("w1") == 2
     assert len(await store.claim("w2", T0 + 401, READY, 10, 300)) == 2  # no wait for lease expiry
     assert not await store.record(claims[0], [], None, [], T0 + 402)  # the drained worker cannot record
+
+
+async def test_a_turn_stored_before_environments_were_kept_is_assembled_again(store: SqlStore) -> None:
+    """A trace's stored part written by an earlier version has no environment: while the trace's
+    spans remain, it is assembled again (and then carries it), instead of being read as it is."""
+    root = span("a", "1").model_copy(update={"attributes": {"langfuse.environment": "production"}})
+    await store.ingest(batch(root, conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    parts, fresh = parts_from_stored(await store.load_thread(c.thread_key))
+    assert [p.environment for p in parts] == ["production"] and list(fresh) == [root.trace_id]
+    revision, data = fresh[root.trace_id]
+    assert await store.record_many([Evaluated(c, [], None, {root.trace_id: (revision, data)})], [], T0 + 401)
+    stored = await store.load_thread(c.thread_key)
+    assert (list(stored.parts), stored.traces) == ([root.trace_id], {})  # a current part is read as it is
+    earlier = orjson.dumps({k: v for k, v in orjson.loads(data).items() if k != "environment"})
+    async with store.engine.begin() as conn:  # the part as the previous version stored it
+        await conn.execute(update(schema.turns).where(schema.turns.c.trace_id == root.trace_id).values(data=earlier))
+    stored = await store.load_thread(c.thread_key)
+    assert list(stored.traces) == [root.trace_id] and stored.parts == {}  # assembled again
+    parts, _ = parts_from_stored(stored)
+    assert [p.environment for p in parts] == ["production"]

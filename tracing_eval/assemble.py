@@ -274,6 +274,12 @@ class TracePart(BaseModel):
     unreadable: Unreadable | None = None
 
 
+def part_is_current(data: bytes) -> bool:
+    """Whether a stored part holds everything a part holds now: parts stored before the trace's
+    environment was kept lack it, and their traces are assembled again while their spans remain."""
+    return b'"environment":' in data
+
+
 def trace_part(spans: list[Span]) -> TracePart:
     """Assemble one trace (it must have spans)."""
     unique = _unique(spans)

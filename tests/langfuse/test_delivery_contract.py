@@ -20,6 +20,7 @@ from tests.langfuse.harness import (
     outbox_deliveries,
 )
 from tracing_eval.config import Settings
+from tracing_eval.delivery import ResultDelivery
 from tracing_eval.store import schema
 
 
@@ -91,8 +92,8 @@ async def test_rows_of_the_old_shape_are_delivered_to_the_same_scores(worker: Wo
                 .where(ob.id == row.id)
                 .values(payload=old, delivered_at=None, attempts=0, next_attempt_at=0.0)
             )
-    legacy = await outbox_deliveries(worker.store, "langfuse", "result")
-    assert legacy and all(d.legacy and d.anchor.environment is None for d in legacy)  # type: ignore[union-attr]
+    legacy = [d for d in await outbox_deliveries(worker.store, "langfuse") if isinstance(d, ResultDelivery)]
+    assert legacy and all(d.legacy and d.anchor.environment is None for d in legacy)
     assert {d.session_id for d in legacy} == {"s-fail", "s-ok"}  # derived from the thread key
 
     stats = await worker.pipeline.deliver()

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
+from tracing_eval.assemble import part_is_current
 from tracing_eval.delivery import FORMAT, RetractDelivery
 from tracing_eval.extras import missing_extra_message
 from tracing_eval.identity import is_sampled, thread_key
@@ -570,7 +571,8 @@ class SqlStore:
 
     async def load_thread(self, thread_key: str) -> StoredThread:
         """What the thread's traces contribute: the stored part of every trace unchanged since it was
-        assembled (and of every trace whose spans were deleted), and the spans of the others."""
+        assembled (and of every trace whose spans were deleted), and the spans of the others (a part
+        stored by an earlier version that lacks a field counts as changed: `assemble.part_is_current`)."""
         return (await self.load_threads([thread_key]))[thread_key]
 
     async def load_threads(self, thread_keys: Sequence[str]) -> dict[str, StoredThread]:
@@ -587,7 +589,7 @@ class SqlStore:
                 )
                 for r in await conn.execute(query):
                     stored = out[r.thread_key]
-                    if r.data is not None and (r.pruned or r.part == r.revision):
+                    if r.data is not None and (r.pruned or (r.part == r.revision and part_is_current(r.data))):
                         stored.parts[r.trace_id] = r.data
                     elif not r.pruned:
                         stored.revisions[r.trace_id] = r.revision
