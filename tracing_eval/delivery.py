@@ -9,7 +9,7 @@ the trace's environment) taken from the thread the pipeline assembled for the ev
 Payloads are stored as JSON with `format: 2`. Rows written before this contract (no `format`) are
 read too: their missing session id is derived from the thread key, and a result's anchor, which
 then lacks the environment (and, for a thread, the start of its earliest trace), is rebuilt once
-from the store by `reanchor` before any sink sees it (docs/reliability.md).
+from the store before any sink sees it (`sinks.deliver_outbox`; docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from tracing_eval.model import MetricResult, Thread
 
 if TYPE_CHECKING:
     from tracing_eval.assemble import TracePart
-    from tracing_eval.store.base import Store
 
 #: The payload format written now; rows without `format` are of format 1.
 FORMAT = 2
@@ -175,7 +174,7 @@ def anchor(thread: Thread, turn_index: int | None, traces: Sequence[TracePart] =
     )
 
 
-def _turn_index(thread: Thread, target: str) -> int | None:
+def turn_index(thread: Thread, target: str) -> int | None:
     """The turn a result's target names (`trace:<id>` or `turn:<n>`); None for `thread`."""
     if target.startswith("trace:"):
         trace_id = target.removeprefix("trace:")
@@ -183,29 +182,3 @@ def _turn_index(thread: Thread, target: str) -> int | None:
     if target.startswith("turn:"):
         return int(target.removeprefix("turn:"))
     return None
-
-
-async def reanchor(store: Store, deliveries: Sequence[Delivery]) -> list[Delivery]:
-    """Results written before the typed contract with their anchors rebuilt from the thread as the
-    store holds it now (one load for all their threads); the others as they are. A result whose
-    thread is no longer in the store, or whose turn is gone, keeps the anchor it carries."""
-    from tracing_eval.assemble import parts_from_stored, thread_from_parts
-
-    keys = sorted({d.thread_key for d in deliveries if isinstance(d, ResultDelivery) and d.legacy})
-    if not keys:
-        return list(deliveries)
-    stored = await store.load_threads(keys)
-    rebuilt: dict[str, tuple[Thread, list[TracePart]]] = {}
-    for key in keys:
-        parts, _ = parts_from_stored(stored[key])
-        if parts:
-            rebuilt[key] = (thread_from_parts(key, parts), parts)
-    out: list[Delivery] = []
-    for d in deliveries:
-        if isinstance(d, ResultDelivery) and d.legacy and d.thread_key in rebuilt:
-            thread, parts = rebuilt[d.thread_key]
-            index = _turn_index(thread, d.target)
-            if d.target == "thread" or (index is not None and index < len(thread.turns)):
-                d = d.model_copy(update={"anchor": anchor(thread, index, parts)})
-        out.append(d)
-    return out

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from tracing_eval.delivery import KINDS, BadPayload, Delivery, ResultDelivery, parse, reanchor
+from tracing_eval.assemble import TracePart, parts_from_stored, thread_from_parts
+from tracing_eval.delivery import KINDS, BadPayload, Delivery, ResultDelivery, anchor, parse, turn_index
 from tracing_eval.logging import redact_url_credentials
+from tracing_eval.model import Thread
 from tracing_eval.store.base import OutboxRow, Store
 
 if TYPE_CHECKING:
@@ -135,7 +137,7 @@ async def _typed(
     telemetry: Telemetry | None,
 ) -> list[tuple[OutboxRow, Delivery]]:
     """The typed delivery of each row; a row whose payload is not one is parked with the reason.
-    Results written before the typed contract get their anchors rebuilt first (`delivery.reanchor`)."""
+    Results written before the typed contract get their anchors rebuilt first (`_reanchor`)."""
     typed: list[tuple[OutboxRow, Delivery]] = []
     for row in rows:
         try:
@@ -143,9 +145,31 @@ async def _typed(
         except BadPayload as exc:
             await _settle_failed(store, sink, row, str(exc), now, True, True, stats, telemetry)
     if any(isinstance(d, ResultDelivery) and d.legacy for _, d in typed):
-        deliveries = await reanchor(store, [d for _, d in typed])
+        deliveries = await _reanchor(store, [d for _, d in typed])
         typed = [(row, d) for (row, _), d in zip(typed, deliveries, strict=True)]
     return typed
+
+
+async def _reanchor(store: Store, deliveries: Sequence[Delivery]) -> list[Delivery]:
+    """Results written before the typed contract with their anchors rebuilt from the thread as the
+    store holds it now (one load for all their threads); the others as they are. A result whose
+    thread is no longer in the store, or whose turn is gone, keeps the anchor it carries."""
+    keys = sorted({d.thread_key for d in deliveries if isinstance(d, ResultDelivery) and d.legacy})
+    stored = await store.load_threads(keys)
+    rebuilt: dict[str, tuple[Thread, list[TracePart]]] = {}
+    for key in keys:
+        parts, _ = parts_from_stored(stored[key])
+        if parts:
+            rebuilt[key] = (thread_from_parts(key, parts), parts)
+    out: list[Delivery] = []
+    for d in deliveries:
+        if isinstance(d, ResultDelivery) and d.legacy and d.thread_key in rebuilt:
+            thread, parts = rebuilt[d.thread_key]
+            index = turn_index(thread, d.target)
+            if d.target == "thread" or (index is not None and index < len(thread.turns)):
+                d = d.model_copy(update={"anchor": anchor(thread, index, parts)})
+        out.append(d)
+    return out
 
 
 async def _renew(
