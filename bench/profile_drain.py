@@ -9,12 +9,15 @@ is evaluated (`tick(settle_all=True)`). Each stage's CPU time (`time.process_tim
 thread's work is counted too) is summed by wrapping the store's and the engine's functions:
 
 - load: `SqlStore.load_threads` (the queries, reading spans and their histories back);
-- assemble: `assemble.thread_from_stored` (stored turns as they are, the other traces assembled);
+- assemble: `assemble.parts_from_stored` and `thread_from_parts` (stored turns as they are, the other
+  traces assembled);
 - metrics: `evaluate.evaluate_all`;
 - record: `SqlStore.record_many` (results, outbox rows, stored turns; one transaction per batch);
 - claim: `SqlStore.claim`;
 - deliver (with `--sink otlp`): `Pipeline.deliver`, the outbox taken, every result sent as an evaluation
-  event by the OTLP sink to an endpoint in a child process (its CPU is not counted), rows marked done.
+  event by the OTLP sink to an endpoint in a child process (its CPU is not counted), rows marked done;
+  with `--sink langfuse`: every `ok` result written as a score by the Langfuse sink to the fake
+  Langfuse server of the tests (`tests/fakes/langfuse_server.py`, v4) in a child process.
 """
 
 from __future__ import annotations
@@ -85,7 +88,8 @@ async def run(args: argparse.Namespace) -> None:
             await store.ingest(make_batch(spans, []), time.time())
         for name in ("load_threads", "record_many", "claim"):
             setattr(SqlStore, name, timed(name.split("_")[0], getattr(SqlStore, name)))
-        pipeline.thread_from_stored = timed("assemble", pipeline.thread_from_stored)
+        pipeline.parts_from_stored = timed("assemble", pipeline.parts_from_stored)
+        pipeline.thread_from_parts = timed("assemble", pipeline.thread_from_parts)
         pipeline.evaluate_all = timed("metrics", pipeline.evaluate_all)
         settings = Settings(metrics={"enabled": DETERMINISTIC_PACK}, schedule={"batch_size": args.batch})
         sinks: list[Any] = []
@@ -100,6 +104,17 @@ async def run(args: argparse.Namespace) -> None:
             assert collector.stdout is not None
             endpoint = collector.stdout.readline().strip()
             sinks = [OtlpEvaluationSink(OtlpSinkSettings(endpoint=endpoint))]
+            pipeline.Pipeline.deliver = timed("deliver", pipeline.Pipeline.deliver)
+        elif args.sink == "langfuse":
+            from connectors.langfuse import LangfuseSettings, LangfuseSink
+
+            collector = subprocess.Popen(
+                [sys.executable, "-c", FAKE_LANGFUSE], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
+            )
+            assert collector.stdout is not None
+            base_url = collector.stdout.readline().strip()
+            lf = LangfuseSettings(base_url=base_url, public_key="pk-lf-test", secret_key="sk-lf-test")
+            sinks = [LangfuseSink(lf)]
             pipeline.Pipeline.deliver = timed("deliver", pipeline.Pipeline.deliver)
         p = pipeline.Pipeline(
             store=store, settings=settings, metrics=build_metrics(settings), owner="profile", sinks=sinks
@@ -119,10 +134,11 @@ async def run(args: argparse.Namespace) -> None:
         backlog = await store.outbox_backlog()
         await store.close()
         for sink in sinks:
-            await sink.close()
+            await sink.aclose()
         if collector is not None:
             records, _ = collector.communicate("")
-            print(f"outbox left: {backlog}; events received by the endpoint: {records.strip()}")
+            what = "events received by the endpoint" if args.sink == "otlp" else "scores in the fake Langfuse"
+            print(f"outbox left: {backlog}; {what}: {records.strip()}")
     n = stats.threads_evaluated
     rows = [[name, f"{spent * 1000 / n:.2f}", f"{spent / cpu:.0%}"] for name, spent in SPENT.items()]
     rows.append(["total CPU", f"{cpu * 1000 / n:.2f}", "100%"])
@@ -145,12 +161,26 @@ print(c.counts["records"], flush=True)
 """
 
 
+FAKE_LANGFUSE = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+from tests.fakes.langfuse_server import FakeLangfuseServer
+server = FakeLangfuseServer("v4").start()
+print(server.base_url, flush=True)
+sys.stdin.read()
+print(len(server.scores), flush=True)
+server.stop()
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--conversations", type=int, default=1000)
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--batch", type=int, default=100, help="threads claimed (and recorded) per batch")
-    ap.add_argument("--sink", choices=("none", "otlp"), default="none", help="otlp: deliver every result too")
+    ap.add_argument(
+        "--sink", choices=("none", "otlp", "langfuse"), default="none", help="otlp, langfuse: deliver every result too"
+    )
     ap.add_argument("--cprofile", type=int, default=0, metavar="N", help="print the N costliest functions")
     args = ap.parse_args()
     pin(0)

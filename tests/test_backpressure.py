@@ -30,8 +30,11 @@ from tests.conftest import BACKENDS
 from tests.otlp_payloads import genai_turn_spans, to_otlp_json, trace_request
 from tracing_eval import server as http_server
 from tracing_eval.config import ReceiverSettings
-from tracing_eval.sinks import deliver_outbox
+from tracing_eval.delivery import Delivery
+from tracing_eval.model import score_result
+from tracing_eval.sinks import BaseSink, deliver_outbox
 from tracing_eval.store import schema
+from tracing_eval.store.base import Outgoing
 from tracing_eval.store.sql import SqlStore
 from tracing_eval.telemetry import Telemetry
 
@@ -95,7 +98,7 @@ class WatchedStore:
         return await self._store.ingest(batch, now)
 
 
-class AcceptingSink:
+class AcceptingSink(BaseSink):
     """A sink that takes every delivery (or the first `capacity`, then fails): draining the outbox
     with it is the sinks catching up."""
 
@@ -104,7 +107,7 @@ class AcceptingSink:
         self.capacity = capacity
         self.delivered = 0
 
-    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+    async def deliver(self, delivery: Delivery) -> None:
         if self.capacity is not None and self.delivered >= self.capacity:
             raise ConnectionError("the sink is down again")
         self.delivered += 1
@@ -112,7 +115,8 @@ class AcceptingSink:
 
 async def fill_outbox(store: SqlStore, sink: str, waiting: int, *, done: int = 0, parked: int = 0) -> None:
     """`waiting` rows due for `sink`, plus `done` delivered and `parked` failed ones (which never count)."""
-    row = {"sink": sink, "kind": "result", "digest": "-", "payload": b"{}", "created_at": T0, "next_attempt_at": 0.0}
+    payload = Outgoing("r", "thread", score_result("m", 1.0, threshold=0.5)).delivery("otlp:c", 1).payload()
+    row = {"sink": sink, "kind": "result", "digest": "-", "payload": payload, "created_at": T0, "next_attempt_at": 0.0}
     rows = [{**row, "ref": f"{sink}-w{i}", "delivered_at": None, "failed": False} for i in range(waiting)]
     rows += [{**row, "ref": f"{sink}-d{i}", "delivered_at": T0, "failed": False} for i in range(done)]
     rows += [{**row, "ref": f"{sink}-p{i}", "delivered_at": None, "failed": True} for i in range(parked)]

@@ -90,7 +90,7 @@ async def test_a_late_root_supersedes_the_stand_alone_thread_and_langfuse_delete
             timeout_seconds=5,
             retry_backoff_seconds=0.05,
         )
-        sink = LangfuseSink(lf, store=store)
+        sink = LangfuseSink(lf)
         pipeline = Pipeline(
             store=store,
             settings=settings,

@@ -34,10 +34,12 @@ from tests.test_judge import TRANSCRIPT, answer, ask, verdict
 from tests.test_sidecar import LIVENESS_DEADLINE, free_port
 from tracing_eval.app import build_pipeline, build_store
 from tracing_eval.config import JudgeSettings, load_settings
+from tracing_eval.delivery import Delivery, ResultDelivery
 from tracing_eval.judge import JudgeClient
 from tracing_eval.metrics.judged.base import JudgeError
 from tracing_eval.model import Scope, Span, score_result
 from tracing_eval.pipeline import TickStats
+from tracing_eval.sinks import BaseSink
 from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Outgoing, Readiness
 from tracing_eval.store.sql import SqlStore
@@ -423,11 +425,12 @@ async def test_deliveries_go_out_while_a_tick_is_stuck_in_evaluation(
 
     received: list[str] = []
 
-    class Hook:
+    class Hook(BaseSink):
         name = "hook"
 
-        async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
-            received.append(payload["result_id"])
+        async def deliver(self, delivery: Delivery) -> None:
+            assert isinstance(delivery, ResultDelivery)
+            received.append(delivery.result_id)
 
     pipeline = build_pipeline(settings, store, [], ["local"], complete=False)
     pipeline.sinks = [Hook()]

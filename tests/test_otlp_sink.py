@@ -26,11 +26,13 @@ from connectors.otlp.sink_settings import OtlpSinkSettings
 from tests.conftest import EXAMPLES
 from tests.fakes.loopback import LoopbackServer
 from tracing_eval.config import ConfigError, Settings
+from tracing_eval.delivery import Anchor, ResultDelivery
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import MetricResult, Scope, Status, not_applicable, score_result
 from tracing_eval.pipeline import Pipeline
 from tracing_eval.sinks import deliver_outbox
 from tracing_eval.store import schema
+from tracing_eval.store.base import Outgoing, ReviewRequest
 from tracing_eval.store.sql import SqlStore
 
 TRACE = "a5dfbdd021205be9837df8ee3732451d"
@@ -124,15 +126,12 @@ def no_otel_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def payload(result: MetricResult, *, target: str, anchor: dict[str, Any], version: int = 3) -> dict[str, Any]:
-    return {
-        "result_id": f"id-{result.metric}-{target}",
-        "thread_key": "otlp:conv-7",
-        "target": target,
-        "thread_version": version,
-        "anchor": anchor,
-        "result": result.model_dump(mode="json"),
-    }
+def payload(result: MetricResult, *, target: str, anchor: dict[str, Any], version: int = 3) -> ResultDelivery:
+    """A result delivery as the store builds it from what the pipeline recorded."""
+    return Outgoing(f"id-{result.metric}-{target}", target, result, Anchor(**anchor)).delivery("otlp:conv-7", version)
+
+
+REVIEW_ITEM = ReviewRequest([]).delivery(1, "otlp:k", 1)
 
 
 TURN_ANCHOR = {"trace_id": TRACE, "span_id": SPAN, "response_id": "chatcmpl-1", "start_ns": 1, "conversation_id": "c7"}
@@ -170,8 +169,8 @@ async def test_turn_result_is_an_event_parented_to_the_turn_root_span(
         reason="cut off",
         version="2",
     )
-    await sink.deliver("result", payload(r, target=f"trace:{TRACE}", anchor=TURN_ANCHOR))
-    await sink.close()
+    await sink.deliver(payload(r, target=f"trace:{TRACE}", anchor=TURN_ANCHOR))
+    await sink.aclose()
 
     [ev] = c.events
     assert ev.event_name == "gen_ai.evaluation.result"
@@ -205,8 +204,8 @@ async def test_thread_result_goes_to_last_turn_root_with_conversation_id(
     sink = sink_for(url)
     r = score_result("task_success", 0.9, threshold=0.7)
     r.judge_model = "gpt-4o-mini"
-    await sink.deliver("result", payload(r, target="thread", anchor=THREAD_ANCHOR))
-    await sink.close()
+    await sink.deliver(payload(r, target="thread", anchor=THREAD_ANCHOR))
+    await sink.aclose()
 
     [ev] = c.events
     assert (ev.trace_id, ev.span_id) == (LAST_TRACE, LAST_SPAN)
@@ -226,8 +225,8 @@ async def test_errors_and_not_applicable_carry_no_score(collector: tuple[Collect
     weird = MetricResult(metric="completeness", scope=Scope.THREAD, status=Status.ERROR, error="no answer at all")
     na = not_applicable("tool_errors", "no tool calls")
     for r in (failed, weird, na):
-        await sink.deliver("result", payload(r, target="thread", anchor=THREAD_ANCHOR))
-    await sink.close()
+        await sink.deliver(payload(r, target="thread", anchor=THREAD_ANCHOR))
+    await sink.aclose()
 
     by_name = {e.attributes["gen_ai.evaluation.name"]: e.attributes for e in c.events}
     assert by_name["failure_rate"]["error.type"] == "MalformedAnswer"
@@ -245,15 +244,13 @@ async def test_review_payloads_are_ignored_and_unknown_ids_are_not_parented(
 ) -> None:
     c, url = collector
     sink = sink_for(url)
-    await sink.deliver("review", {"review_id": 1, "thread_key": "k", "thread_version": 1, "reasons": []})
+    await sink.deliver(REVIEW_ITEM)
     assert c.attempts == 0
     anchor = {"trace_id": "langfuse-trace-7", "span_id": None, "response_id": "resp-9", "conversation_id": None}
     tracer = TracerProvider().get_tracer("app")
     with tracer.start_as_current_span("unrelated work"):  # must not become the event's parent
-        await sink.deliver(
-            "result", payload(score_result("repetition", 1.0, threshold=0.7), target="thread", anchor=anchor)
-        )
-    await sink.close()
+        await sink.deliver(payload(score_result("repetition", 1.0, threshold=0.7), target="thread", anchor=anchor))
+    await sink.aclose()
     [ev] = c.events
     assert (ev.trace_id, ev.span_id) == ("", "")
     assert ev.attributes["gen_ai.response.id"] == "resp-9"
@@ -267,12 +264,12 @@ async def test_failing_endpoint_raises_so_the_outbox_retries(
     sink = sink_for(url, headers={"Authorization": "Bearer s3cret"})
     p = payload(score_result("repetition", 1.0, threshold=0.7), target="thread", anchor=THREAD_ANCHOR)
     with pytest.raises(OtlpExportError):
-        await sink.deliver("result", p)
+        await sink.deliver(p)
     with pytest.raises(OtlpExportError):
-        await sink.deliver("result", p)
+        await sink.deliver(p)
     assert c.events == []
-    await sink.deliver("result", p)
-    await sink.close()
+    await sink.deliver(p)
+    await sink.aclose()
     assert len(c.events) == 1
     assert c.headers[-1]["authorization"] == "Bearer s3cret"
 
@@ -282,8 +279,8 @@ async def test_unreachable_endpoint_raises(no_otel_env: None) -> None:
     # timeout, so a short one (the outcome is a failure however busy the machine is)
     sink = sink_for("http://127.0.0.1:9/v1/logs", timeout_seconds=0.5)
     with pytest.raises(OtlpExportError):
-        await sink.deliver("result", payload(score_result("x", 1.0, threshold=None), target="thread", anchor={}))
-    await sink.close()
+        await sink.deliver(payload(score_result("x", 1.0, threshold=None), target="thread", anchor={}))
+    await sink.aclose()
 
 
 def test_endpoint_resolution(no_otel_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -317,7 +314,7 @@ async def test_example_run_reaches_the_endpoint_once_per_result_correctly_parent
     assert pending == len(await store.results()) > 100  # wait for the next round (no more batches after a failure)
     stats = await deliver_outbox(store, [sink], now=10**10, max_attempts=5)
     assert (stats.delivered, await store.outbox_backlog()) == (pending, 0)
-    await sink.close()
+    await sink.aclose()
 
     roots = await _turn_roots(store)
     stored = await store.results()
@@ -350,8 +347,8 @@ async def _turn_roots(store: SqlStore) -> dict[str, list[tuple[str, str]]]:
 async def test_a_bad_row_is_parked_alone_and_the_rest_of_its_batch_delivered(
     collector: tuple[Collector, str], no_otel_env: None, settings: Settings, store: SqlStore
 ) -> None:
-    """One payload that cannot become an event refuses its batch for good; the outbox then sends the
-    rows one by one, so only that row is parked."""
+    """A payload that is not a result delivery is parked alone, with an error naming its row and the
+    field; the rest of its batch is delivered."""
     c, url = collector
     sink = sink_for(url)
     source = OtlpFileSource(EXAMPLES / "otel-genai.otlp.jsonl", complete=True)
@@ -363,17 +360,17 @@ async def test_a_bad_row_is_parked_alone_and_the_rest_of_its_batch_delivered(
         bad = orjson.dumps({"thread_key": "otlp:x", "result": "not a result"})
         await conn.execute(update(schema.outbox).where(schema.outbox.c.id == first).values(payload=bad))
     stats = await deliver_outbox(store, [sink], now=10**10, max_attempts=5)
-    await sink.close()
+    await sink.aclose()
     assert (stats.delivered, stats.failed, stats.retried) == (rows - 1, 1, 0)
     assert len(c.events) == rows - 1 and await store.outbox_backlog() == 0
     async with store.engine.connect() as conn:
         [(failed_id, error)] = (
             await conn.execute(select(schema.outbox.c.id, schema.outbox.c.last_error).where(schema.outbox.c.failed))
         ).all()
-    assert failed_id == first and "cannot build the evaluation event" in error
+    assert failed_id == first and f"outbox row {first} (result): " in error and "result: Input should be" in error
 
 
-def _sdk_request(items: list[dict[str, Any]], service_name: str) -> ExportLogsServiceRequest:
+def _sdk_request(items: list[ResultDelivery], service_name: str) -> ExportLogsServiceRequest:
     """What the SDK's Logs API and `encode_logs` make of these payloads: the reference encoding."""
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
@@ -389,12 +386,12 @@ def _sdk_request(items: list[dict[str, Any]], service_name: str) -> ExportLogsSe
     provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     logger = provider.get_logger(SCOPE)
     for p in items:
-        anchor = p.get("anchor") or {}
+        anchor = p.anchor
         try:
-            ids = int(anchor.get("trace_id") or "", 16), int(anchor.get("span_id") or "", 16)
+            ids = int(anchor.trace_id or "", 16), int(anchor.span_id or "", 16)
         except ValueError:
             ids = (0, 0)
-        valid = len(anchor.get("trace_id") or "") == 32 and len(anchor.get("span_id") or "") == 16 and all(ids)
+        valid = len(anchor.trace_id or "") == 32 and len(anchor.span_id or "") == 16 and all(ids)
         span = (
             NonRecordingSpan(SpanContext(*ids, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)))
             if valid
@@ -433,10 +430,10 @@ def test_events_are_encoded_as_the_sdk_would_encode_them(no_otel_env: None) -> N
     ]
     items = [payload(r, target=target, anchor=anchor) for r, target, anchor in results]
     sink = sink_for("http://127.0.0.1:9/v1/logs", service_name="evals")
-    ours = ExportLogsServiceRequest.FromString(sink.encode([("result", p) for p in items] + [("review", {})], 5))
+    ours = ExportLogsServiceRequest.FromString(sink.encode([*items, REVIEW_ITEM], 5))
     assert _comparable(ours) == _comparable(_sdk_request(items, "evals"))
     assert len(ours.resource_logs[0].scope_logs[0].log_records) == 5
-    assert sink.encode([("review", {"x": 1})], 5) == b""
+    assert sink.encode([REVIEW_ITEM], 5) == b""
 
 
 async def test_otel_headers_and_gzip_from_the_environment(
@@ -446,8 +443,8 @@ async def test_otel_headers_and_gzip_from_the_environment(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=evals,authorization=from-env")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_COMPRESSION", "gzip")
     sink = sink_for(url, headers={"Authorization": "Bearer cfg"})
-    await sink.deliver("result", payload(score_result("x", 1.0, threshold=None), target="thread", anchor=THREAD_ANCHOR))
-    await sink.close()
+    await sink.deliver(payload(score_result("x", 1.0, threshold=None), target="thread", anchor=THREAD_ANCHOR))
+    await sink.aclose()
     assert c.headers[-1]["x-team"] == "evals"
     assert c.headers[-1]["authorization"] == "Bearer cfg"  # the configured header wins
     assert c.headers[-1]["content-encoding"] == "gzip"
@@ -463,7 +460,7 @@ async def test_results_go_out_batch_size_per_request(
     source = OtlpFileSource(EXAMPLES / "otel-genai.otlp.jsonl", complete=True)
     pipeline = Pipeline(store, settings, build_metrics(settings), "test", sources=[source], sinks=[sink])
     await pipeline.tick(settle_all=True)
-    await sink.close()
+    await sink.aclose()
     results = len(await store.results())
     assert results > 14 and await store.outbox_backlog() == 0
     assert len(c.events) == results

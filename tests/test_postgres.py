@@ -13,6 +13,7 @@ import multiprocessing as mp
 import random
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -31,10 +32,11 @@ from tests.pg_replicas import (
     turn,
 )
 from tracing_eval.config import load_settings
+from tracing_eval.delivery import Delivery, ResultDelivery
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import Scope, score_result
 from tracing_eval.pipeline import Pipeline
-from tracing_eval.sinks import deliver_outbox
+from tracing_eval.sinks import BaseSink, deliver_outbox
 from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Outgoing
 from tracing_eval.store.sql import SqlStore, StoreError
@@ -159,15 +161,16 @@ async def test_a_crashed_replica_leaves_its_threads_to_the_others_after_the_leas
     await store.close()
 
 
-class CountingSink:
+class CountingSink(BaseSink):
     name = "hook"
 
-    def __init__(self, delivered: Counter[int]) -> None:
+    def __init__(self, delivered: Counter[str]) -> None:
         self.delivered = delivered
 
-    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+    async def deliver(self, delivery: Delivery) -> None:
         await asyncio.sleep(0.001)
-        self.delivered[payload["result_id"]] += 1
+        assert isinstance(delivery, ResultDelivery)
+        self.delivered[delivery.result_id] += 1
 
 
 @on_pg
@@ -181,7 +184,7 @@ async def test_replicas_delivering_the_outbox_at_once_send_each_row_once(store_u
     replicas = [first] + [SqlStore(store_url) for _ in range(REPLICAS - 1)]
     for r in replicas[1:]:
         await r.open()
-    delivered: Counter[int] = Counter()
+    delivered: Counter[str] = Counter()
 
     async def drain(store: SqlStore) -> int:
         sent = 0
@@ -237,11 +240,12 @@ async def test_a_batch_sink_renews_its_rows_together_and_skips_those_taken_over(
 
     sent: list[list[str]] = []
 
-    class BatchSink:
+    class BatchSink(BaseSink):
         name = "hook"
+        batch = True
 
-        async def deliver_batch(self, items: list[tuple[str, dict[str, Any]]]) -> None:
-            sent.append(sorted(p["result_id"] for _, p in items))
+        async def deliver_batch(self, deliveries: Sequence[Delivery]) -> None:
+            sent.append(sorted(d.result_id for d in deliveries if isinstance(d, ResultDelivery)))
 
     stats = await deliver_outbox(b, [BatchSink()], t0 + 200, 5, lease_seconds=60)  # B's leases ran out: due again
     assert sent == [["r0", "r1", "r2", "r3"]] and stats.delivered == 4 and stats.taken_over == 0
@@ -268,12 +272,12 @@ async def test_a_batch_outliving_its_lease_leaves_the_rest_to_the_replica_that_t
     at_third, resume = asyncio.Event(), asyncio.Event()
 
     class SlowSink(CountingSink):
-        async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
-            if payload["result_id"] == "r2":
+        async def deliver(self, delivery: Delivery) -> None:
+            if isinstance(delivery, ResultDelivery) and delivery.result_id == "r2":
                 at_third.set()
                 await resume.wait()
             await asyncio.sleep(0.05)
-            await super().deliver(kind, payload)
+            await super().deliver(delivery)
 
     first = asyncio.create_task(deliver_outbox(a, [SlowSink(delivered)], t0, 5, lease_seconds=60))
     await at_third.wait()

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from sqlalchemy import update
 
 from tests.conftest import BACKENDS
+from tracing_eval.assemble import parts_from_stored
+from tracing_eval.delivery import Anchor, Delivery, ResultDelivery, ReviewDelivery, parse
 from tracing_eval.model import MetricResult, Scope, Span, SpanEvent, score_result
-from tracing_eval.sinks import deliver_outbox
+from tracing_eval.sinks import BaseSink, deliver_outbox
 from tracing_eval.store import schema
-from tracing_eval.store.base import IngestBatch, Mode, Outgoing, Readiness, ReviewRequest
+from tracing_eval.store.base import Evaluated, IngestBatch, Mode, Outgoing, Readiness, ReviewRequest
 from tracing_eval.store.sql import SqlStore, StoreError
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)  # every test on SQLite and PostgreSQL
@@ -159,18 +162,18 @@ async def test_outbox_rows_only_for_changed_results_and_review_once_per_version(
     assert not await store.resolve_review(items[1].id, "twice", T0 + 904)
 
 
-class FlakySink:
+class FlakySink(BaseSink):
     name = "hook"
 
     def __init__(self, failures: int) -> None:
         self.failures = failures
-        self.received: list[dict[str, Any]] = []
+        self.received: list[Delivery] = []
 
-    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+    async def deliver(self, delivery: Delivery) -> None:
         if self.failures:
             self.failures -= 1
             raise ConnectionError("sink down")
-        self.received.append(payload)
+        self.received.append(delivery)
 
 
 async def test_outbox_delivery_retries_with_backoff_and_delivers_once(store: SqlStore) -> None:
@@ -185,7 +188,7 @@ async def test_outbox_delivery_retries_with_backoff_and_delivers_once(store: Sql
     stats = await deliver_outbox(store, [sink], T0 + 410, max_attempts=5)
     assert stats.delivered == 1
     await deliver_outbox(store, [sink], T0 + 1000, max_attempts=5)
-    assert [p["result_id"] for p in sink.received] == ["r1"]
+    assert [d.result_id for d in sink.received if isinstance(d, ResultDelivery)] == ["r1"]
 
 
 async def test_one_delivery_round_takes_every_due_row_in_batches_until_a_sink_fails(store: SqlStore) -> None:
@@ -247,7 +250,7 @@ async def test_unreachable_store_is_a_clear_error(tmp_path: Any, backend: str) -
 async def test_outbox_payloads_carry_the_anchor_sinks_attach_to(store: SqlStore) -> None:
     await store.ingest(batch(span("a", "1"), conv="c"), T0)
     [c] = await store.claim("w", T0 + 400, READY, 10, 30)
-    anchor = {"trace_id": "a" * 32, "span_id": "1" * 16, "start_ns": 5, "conversation_id": "c"}
+    anchor = Anchor(trace_id="a" * 32, span_id="1" * 16, start_ns=5, conversation_id="c", environment="prod")
     reasons = [
         {
             "metric": "m",
@@ -261,8 +264,12 @@ async def test_outbox_payloads_carry_the_anchor_sinks_attach_to(store: SqlStore)
     ]
     out = [Outgoing("r1", "thread", result(score=0.0), anchor)]
     await store.record(c, out, ReviewRequest(reasons, ["hook"], anchor=anchor), ["hook"], T0 + 401)
-    rows = {r.kind: r.payload for r in await store.pending_outbox("hook", T0 + 402, 10)}
-    assert rows["result"]["anchor"] == anchor and rows["review"]["anchor"] == anchor
+    rows = {r.kind: parse(r.kind, r.payload) for r in await store.pending_outbox("hook", T0 + 402, 10)}
+    result_row, review_row = rows["result"], rows["review"]
+    assert isinstance(result_row, ResultDelivery) and isinstance(review_row, ReviewDelivery)
+    assert result_row.anchor == anchor and review_row.anchor == anchor
+    assert (result_row.session_id, result_row.thread_key, result_row.thread_version) == ("c", c.thread_key, c.version)
+    assert (review_row.session_id, review_row.reasons) == ("c", reasons) and not result_row.legacy
 
 
 async def test_review_forwarded_only_is_recorded_but_not_open_locally(store: SqlStore) -> None:
@@ -283,7 +290,8 @@ async def test_review_forwarded_only_is_recorded_but_not_open_locally(store: Sql
     await store.record(c, [], review, [], T0 + 401)
     assert await store.review_items("open") == []
     [row] = await store.pending_outbox("hook", T0 + 402, 10)
-    assert row.kind == "review" and row.payload["priority"] == "high"
+    item = parse(row.kind, row.payload)
+    assert isinstance(item, ReviewDelivery) and item.priority == "high"
 
 
 async def test_free_form_ids_of_any_length_fit_every_column(store: SqlStore) -> None:
@@ -302,10 +310,10 @@ async def test_free_form_ids_of_any_length_fit_every_column(store: SqlStore) -> 
 
 
 async def test_outbox_errors_are_stored_without_url_credentials(store: SqlStore) -> None:
-    class Leaky:
+    class Leaky(BaseSink):
         name = "hook"
 
-        async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+        async def deliver(self, delivery: Delivery) -> None:
             raise ConnectionError("POST https://bob:hunter2@hooks.example/x refused")
 
     await store.ingest(batch(span("a", "1"), conv="c"), T0)
@@ -325,3 +333,24 @@ async def test_a_draining_worker_gives_back_its_leases(store: SqlStore) -> None:
     assert await store.release_owned("w1") == 2
     assert len(await store.claim("w2", T0 + 401, READY, 10, 300)) == 2  # no wait for lease expiry
     assert not await store.record(claims[0], [], None, [], T0 + 402)  # the drained worker cannot record
+
+
+async def test_a_turn_stored_before_environments_were_kept_is_assembled_again(store: SqlStore) -> None:
+    """A trace's stored part written by an earlier version has no environment: while the trace's
+    spans remain, it is assembled again (and then carries it), instead of being read as it is."""
+    root = span("a", "1").model_copy(update={"attributes": {"langfuse.environment": "production"}})
+    await store.ingest(batch(root, conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    parts, fresh = parts_from_stored(await store.load_thread(c.thread_key))
+    assert [p.environment for p in parts] == ["production"] and list(fresh) == [root.trace_id]
+    revision, data = fresh[root.trace_id]
+    assert await store.record_many([Evaluated(c, [], None, {root.trace_id: (revision, data)})], [], T0 + 401)
+    stored = await store.load_thread(c.thread_key)
+    assert (list(stored.parts), stored.traces) == ([root.trace_id], {})  # a current part is read as it is
+    earlier = orjson.dumps({k: v for k, v in orjson.loads(data).items() if k != "environment"})
+    async with store.engine.begin() as conn:  # the part as the previous version stored it
+        await conn.execute(update(schema.turns).where(schema.turns.c.trace_id == root.trace_id).values(data=earlier))
+    stored = await store.load_thread(c.thread_key)
+    assert list(stored.traces) == [root.trace_id] and stored.parts == {}  # assembled again
+    parts, _ = parts_from_stored(stored)
+    assert [p.environment for p in parts] == ["production"]

@@ -31,13 +31,14 @@ from connectors.review.webhook import (
 from tests.conftest import EXAMPLES
 from tests.fakes.loopback import LoopbackServer
 from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings
+from tracing_eval.delivery import Anchor, ReviewDelivery
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import Scope, Span, score_result
 from tracing_eval.pipeline import Pipeline
 from tracing_eval.routing import route
 from tracing_eval.sinks import deliver_outbox
 from tracing_eval.store import schema
-from tracing_eval.store.base import IngestBatch, Readiness, ReviewRequest
+from tracing_eval.store.base import IngestBatch, Outgoing, Readiness, ReviewRequest
 from tracing_eval.store.sql import SqlStore
 
 SECRET = "hook-secret"
@@ -102,34 +103,32 @@ async def route_thread(store: SqlStore, conv: str, turn: int, now: float) -> Non
     results = [score_result("task_success", 0.2, threshold=0.7, reason="goal not met")]
     decision = route(results, REVIEW, review_sinks={"webhook"})
     assert decision is not None
-    anchor = {"trace_id": trace_id, "span_id": span.span_id, "conversation_id": conv, "response_id": None}
+    anchor = Anchor(trace_id=trace_id, span_id=span.span_id, conversation_id=conv, start_ns=span.start_ns)
     review = ReviewRequest(decision.reasons, decision.sinks, decision.local, decision.payload_fields(), anchor)
     assert await store.record(claim, [], review, [], now + 1)
 
 
-def review_payload(**extra: Any) -> dict[str, Any]:
+def review_item(**fields: Any) -> ReviewDelivery:
+    """A review item as the pipeline builds it (routing decision, anchor) and the store numbers it."""
     r = score_result("tool_errors", 0.0, threshold=0.7, scope=Scope.TURN, turn_index=2, reason="cancel failed")
     decision = route([r], REVIEW, review_sinks={"webhook"})
     assert decision is not None
-    return {
-        "review_id": 7,
-        "thread_key": "otlp:conv-1",
-        "thread_version": 4,
-        "anchor": {"trace_id": "ab" * 16, "span_id": "cd" * 8, "response_id": "resp-1", "conversation_id": "conv-1"},
-        "reasons": decision.reasons,
-        **decision.payload_fields(),
-        **extra,
-    }
+    anchor = Anchor(trace_id="ab" * 16, span_id="cd" * 8, response_id="resp-1", conversation_id="conv-1", start_ns=9)
+    request = ReviewRequest(
+        decision.reasons, decision.sinks, decision.local, {**decision.payload_fields(), **fields}, anchor
+    )
+    return request.delivery(7, "otlp:conv-1", 4)
 
 
 async def test_posts_a_signed_review_item(receiver: tuple[Receiver, str]) -> None:
     r, base = receiver
     sink = WebhookSink(hook_settings(base, "a"), clock=lambda: 1_800_000_000.5)
-    await sink.deliver("result", {"result_id": "x"})  # results are not for this sink
-    await sink.deliver("review", review_payload(destinations=["local"]))  # routed elsewhere
+    result = score_result("m", 1.0, threshold=0.5)
+    await sink.deliver(Outgoing("x", "thread", result).delivery("otlp:conv-1", 4))  # results are not for this sink
+    await sink.deliver(review_item(destinations=["local"]))  # routed elsewhere
     assert not r.posts
-    await sink.deliver("review", review_payload())
-    await sink.close()
+    await sink.deliver(review_item())
+    await sink.aclose()
 
     assert r.bad_signatures == 0
     doc = r.processed[("a", "otlp:conv-1@4")]
@@ -181,7 +180,7 @@ async def test_flaky_receiver_gets_each_thread_version_once(receiver: tuple[Rece
 
     await route_thread(store, "conv-1", 1, now=300.0)  # the thread grew: version 2 is routed again
     await deliver_outbox(store, [sink], now=LATER * 2, max_attempts=5)
-    await sink.close()
+    await sink.aclose()
     assert r.processed_ids() == ["otlp:conv-1@1", "otlp:conv-1@2"]
     assert r.posts[("a", "otlp:conv-1@1")] == 3 and r.posts[("a", "otlp:conv-1@2")] == 1
     assert r.processed[("a", "otlp:conv-1@2")]["priority"] == "high"  # from the reasons' routes
@@ -196,7 +195,7 @@ async def test_client_errors_are_parked_not_retried(receiver: tuple[Receiver, st
     assert (stats.failed, stats.retried) == (1, 0)
     assert await store.outbox_backlog() == 0
     await deliver_outbox(store, [sink], now=LATER, max_attempts=5)
-    await sink.close()
+    await sink.aclose()
     assert r.posts[("a", "otlp:conv-1@1")] == 1 and not r.processed
 
 
@@ -205,7 +204,7 @@ async def test_wrong_secret_is_a_permanent_failure(receiver: tuple[Receiver, str
     sink = WebhookSink(WebhookSettings(urls=[f"{base}/hook/a"], secret="not-the-secret"))
     await route_thread(store, "conv-1", 0, now=100.0)
     stats = await deliver_outbox(store, [sink], now=200.0, max_attempts=5)
-    await sink.close()
+    await sink.aclose()
     assert stats.failed == 1 and r.bad_signatures == 1
 
 
@@ -218,14 +217,14 @@ async def test_restart_does_not_redeliver_what_was_delivered(
     r.statuses["a"] = [200, 503]  # conv-1 goes through, conv-2 fails
     sink = WebhookSink(hook_settings(base, "a"))
     await deliver_outbox(store, [sink], now=200.0, max_attempts=5)
-    await sink.close()
+    await sink.aclose()
     await store.close()  # the process stops with conv-2 pending
 
     again = SqlStore(settings.store.url)
     await again.open()
     sink = WebhookSink(hook_settings(base, "a"))
     stats = await deliver_outbox(again, [sink], now=LATER, max_attempts=5)
-    await sink.close()
+    await sink.aclose()
     await again.close()
     assert stats.delivered == 1
     assert r.posts == Counter({("a", "otlp:conv-1@1"): 1, ("a", "otlp:conv-2@1"): 2})
@@ -242,7 +241,7 @@ async def test_crash_after_the_post_is_absorbed_by_the_delivery_id(
     await route_thread(store, "conv-1", 0, now=100.0)
     sink = WebhookSink(hook_settings(base, "a", timeout=0.2))
     stats = await deliver_outbox(store, [sink], now=200.0, max_attempts=5)
-    await sink.close()
+    await sink.aclose()
     await store.close()
     assert stats.retried == 1
 
@@ -250,7 +249,7 @@ async def test_crash_after_the_post_is_absorbed_by_the_delivery_id(
     await again.open()
     sink = WebhookSink(hook_settings(base, "a"))
     assert (await deliver_outbox(again, [sink], now=LATER, max_attempts=5)).delivered == 1
-    await sink.close()
+    await sink.aclose()
     await again.close()
     assert r.posts[("a", "otlp:conv-1@1")] == 2
     assert r.processed_ids() == ["otlp:conv-1@1"]
@@ -266,7 +265,7 @@ async def test_failing_example_threads_reach_the_webhook_once_across_a_restart(
     source = OtlpFileSource(EXAMPLES / "otel-genai.otlp.jsonl", complete=True)
     pipeline = Pipeline(store, settings, build_metrics(settings), "test", sources=[source], sinks=[sink])
     stats = await pipeline.tick(settle_all=True)
-    await sink.close()
+    await sink.aclose()
     await store.close()
     assert stats.routed_to_review >= 2 and stats.delivery.retried == 2
 
@@ -274,7 +273,7 @@ async def test_failing_example_threads_reach_the_webhook_once_across_a_restart(
     await again.open()
     sink = WebhookSink(hook_settings(base, "a"))
     await deliver_outbox(again, [sink], now=LATER, max_attempts=5)
-    await sink.close()
+    await sink.aclose()
     items = await again.review_items()
     await again.close()
     assert r.processed_ids() == sorted(f"{i.thread_key}@{i.thread_version}" for i in items)
@@ -292,7 +291,7 @@ async def test_several_urls_retry_only_the_ones_that_failed(receiver: tuple[Rece
     await route_thread(store, "conv-1", 0, now=100.0)
     assert (await deliver_outbox(store, [sink], now=200.0, max_attempts=5)).retried == 1
     assert (await deliver_outbox(store, [sink], now=LATER, max_attempts=5)).delivered == 1
-    await sink.close()
+    await sink.aclose()
     assert r.posts == Counter({("a", "otlp:conv-1@1"): 1, ("b", "otlp:conv-1@1"): 2})
     assert r.processed_ids("a") == r.processed_ids("b") == ["otlp:conv-1@1"]
 
@@ -300,8 +299,8 @@ async def test_several_urls_retry_only_the_ones_that_failed(receiver: tuple[Rece
 async def test_unreachable_url_is_retried() -> None:
     sink = WebhookSink(WebhookSettings(urls=["http://127.0.0.1:9/hook"], timeout_seconds=1.0))
     with pytest.raises(WebhookError):
-        await sink.deliver("review", review_payload())
-    await sink.close()
+        await sink.deliver(review_item())
+    await sink.aclose()
 
 
 def test_configuration_errors() -> None:
@@ -324,7 +323,7 @@ async def test_a_token_in_the_webhook_url_path_stays_out_of_errors_logs_and_the_
     try:
         stats = await deliver_outbox(store, [sink], 3.0, max_attempts=5)
     finally:
-        await sink.close()
+        await sink.aclose()
     assert stats.retried == 1
     async with store.engine.connect() as conn:
         [error] = (await conn.execute(schema.outbox.select().with_only_columns(schema.outbox.c.last_error))).scalars()

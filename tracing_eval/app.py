@@ -91,9 +91,14 @@ def build_sinks(names: Sequence[str], settings: Settings, store: Store) -> list[
     built = []
     for name in names:
         if name != LOCAL:
-            sink = registry.sink(name).build(context)
+            entry = registry.sink(name)
+            sink = entry.build(context)
             if sink.name != name:  # the outbox keys rows by the registered name
                 raise registry.RegistryError(f"the sink registered as {name!r} calls itself {sink.name!r}")
+            if sink.kinds != entry.kinds:  # routing was checked against the registered kinds
+                raise registry.RegistryError(
+                    f"the sink {name!r} takes {sorted(sink.kinds)} but is registered for {sorted(entry.kinds)}"
+                )
             built.append(sink)
     return built
 

@@ -270,7 +270,14 @@ class TracePart(BaseModel):
     turn: Turn | None = None
     system_prompt: str | None = None
     conversation_id: str | None = None
+    environment: str | None = None
     unreadable: Unreadable | None = None
+
+
+def part_is_current(data: bytes) -> bool:
+    """Whether a stored part holds everything a part holds now: parts stored before the trace's
+    environment was kept lack it, and their traces are assembled again while their spans remain."""
+    return b'"environment":' in data
 
 
 def trace_part(spans: list[Span]) -> TracePart:
@@ -286,6 +293,7 @@ def trace_part(spans: list[Span]) -> TracePart:
         turn=turn,
         system_prompt=system,
         conversation_id=_conversation_id(spans),
+        environment=next(filter(None, map(conventions.environment, first)), None),
         unreadable=unreadable("no_turn", first) if turn is None else None,
     )
 
@@ -331,15 +339,22 @@ def _start(spans: list[Span]) -> int:
     return _root(unique).start_ns if unique else 0
 
 
-def thread_from_stored(
-    stored: StoredThread, *, source: str = "otlp", version: int = 1
-) -> tuple[Thread, dict[str, tuple[int, bytes]]]:
-    """The thread from what the store holds: stored parts as they are, the other traces assembled.
-    Also returns the newly assembled parts (trace id -> (revision, stored form)) for the store to keep."""
+def parts_from_stored(stored: StoredThread) -> tuple[list[TracePart], dict[str, tuple[int, bytes]]]:
+    """The part of every trace the store holds for a thread: stored parts as they are, the other
+    traces assembled. Also returns the newly assembled parts (trace id -> (revision, stored form))
+    for the store to keep."""
     parts = [TracePart.model_validate_json(data) for data in stored.parts.values()]
     fresh: dict[str, tuple[int, bytes]] = {}
     for trace_id, spans in stored.traces.items():
         part = trace_part(spans)
         fresh[trace_id] = (stored.revisions[trace_id], part.model_dump_json().encode())
         parts.append(part)
+    return parts, fresh
+
+
+def thread_from_stored(
+    stored: StoredThread, *, source: str = "otlp", version: int = 1
+) -> tuple[Thread, dict[str, tuple[int, bytes]]]:
+    """The thread from what the store holds (see `parts_from_stored`), and the newly assembled parts."""
+    parts, fresh = parts_from_stored(stored)
     return thread_from_parts(stored.key, parts, source=source, version=version), fresh

@@ -1014,11 +1014,7 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
             return
         report(True, "sinks", ", ".join(names) + " configured (delivery is retried through the outbox)")
         for sink in built:
-            closer = getattr(sink, "aclose", None) or getattr(sink, "close", None)
-            if closer is not None:
-                result = closer()
-                if hasattr(result, "__await__"):
-                    await result
+            await sink.aclose()
 
     async def checks() -> None:
         try:

@@ -10,6 +10,12 @@ def thread_key(source: str, conversation_id: str | None, trace_id: str) -> str:
     return f"{source}:{conversation_id}" if conversation_id else f"{source}:trace:{trace_id}"
 
 
+def session_of(key: str) -> str | None:
+    """The conversation a thread key names (the session, in Langfuse's words); None for a lone trace."""
+    _, _, rest = key.partition(":")
+    return None if rest.startswith("trace:") else rest
+
+
 def is_sampled(key: str, rate: float) -> bool:
     """Deterministic sampling: hash(key) mapped to [0, 1) compared with the rate."""
     if rate >= 1.0:

@@ -10,8 +10,9 @@ from typing import Any
 
 import structlog
 
-from tracing_eval.assemble import thread_from_stored
+from tracing_eval.assemble import TracePart, parts_from_stored, thread_from_parts
 from tracing_eval.config import Settings
+from tracing_eval.delivery import KINDS, anchor
 from tracing_eval.evaluate import evaluate_all
 from tracing_eval.judge import JudgeClient, ThreadJudge
 from tracing_eval.metrics.catalogue import MetricSet
@@ -38,7 +39,6 @@ from tracing_eval.unreadable import UnreadableReport
 log = structlog.get_logger(__name__)
 
 SETTLED = Readiness(turn_settle=0.0, thread_idle=0.0)
-PAYLOAD_KINDS = ("result", "review")
 
 
 @dataclass
@@ -140,12 +140,12 @@ class Pipeline:
 
     async def close(self) -> None:
         """Close the connections of sources, sinks and the judge."""
-        for part in [*self.sources, *self.sinks, self.judge]:
-            closer = getattr(part, "aclose", None) or getattr(part, "close", None)
-            if closer is not None:
-                result = closer()
-                if hasattr(result, "__await__"):
-                    await result
+        for sink in self.sinks:
+            await sink.aclose()
+        for source in self.sources:
+            await source.aclose()
+        if self.judge is not None:
+            await self.judge.close()
 
     async def deliver(self) -> DeliveryStats:
         sinks = self.settings.sinks
@@ -197,22 +197,18 @@ class Pipeline:
     @property
     def outbox_sinks(self) -> dict[str, list[str]]:
         """The sinks delivered through the outbox, with the payload kinds each takes."""
-        return {
-            s.name: [k for k in PAYLOAD_KINDS if k in getattr(s, "kinds", PAYLOAD_KINDS)]
-            for s in self.sinks
-            if s.name != LOCAL
-        }
+        return {s.name: [k for k in KINDS if k in s.kinds] for s in self.sinks if s.name != LOCAL}
 
     def _sinks_for(self, kind: str) -> list[str]:
-        """Outbox sinks that take `kind` payloads (a sink without `kinds` takes both)."""
-        return [s.name for s in self.sinks if s.name != LOCAL and kind in getattr(s, "kinds", PAYLOAD_KINDS)]
+        """Outbox sinks that take `kind` deliveries."""
+        return [s.name for s in self.sinks if s.name != LOCAL and kind in s.kinds]
 
-    def _review(self, thread: Thread, results: list[MetricResult]) -> ReviewRequest | None:
+    def _review(self, thread: Thread, results: list[MetricResult], traces: list[TracePart]) -> ReviewRequest | None:
         decision = route(results, self.settings.review, review_sinks=self._sinks_for("review"))
         if decision is None:
             return None
         return ReviewRequest(
-            decision.reasons, decision.sinks, decision.local, decision.payload_fields(), anchor(thread, None)
+            decision.reasons, decision.sinks, decision.local, decision.payload_fields(), anchor(thread, None, traces)
         )
 
     async def evaluate_claim(self, claim: Claim, stats: TickStats) -> None:
@@ -226,7 +222,8 @@ class Pipeline:
         claim released for a retry) when that fails."""
         try:
             stored = stored if stored is not None else await self.store.load_thread(claim.thread_key)
-            thread, parts = thread_from_stored(stored, version=claim.version)
+            traces, parts = parts_from_stored(stored)
+            thread = thread_from_parts(stored.key, traces, version=claim.version)
             self.unreadable.observe(thread, self.telemetry)
             reuse: dict[tuple[str, str], MetricResult] = {}
             if self.judge is not None:  # only judged results are reused (by what they looked at)
@@ -239,8 +236,8 @@ class Pipeline:
             )
             if turns_only:
                 results = [r for r in results if r.scope is not Scope.THREAD]
-            review = self._review(thread, results) if claim.mode is Mode.THREAD else None
-            outgoing = [self._outgoing(claim.thread_key, thread, r) for r in results]
+            review = self._review(thread, results, traces) if claim.mode is Mode.THREAD else None
+            outgoing = [outgoing_result(thread, r, traces) for r in results]
         except Exception as exc:  # keep every other thread going; retry this one later
             await self._failed([claim], exc, stats)
             return None
@@ -313,26 +310,12 @@ class Pipeline:
         """The judge with this thread's token budget, when the judge tier is on."""
         return self.judge.for_thread(thread_key) if self.judge else None
 
-    @staticmethod
-    def _outgoing(key: str, thread: Thread, r: MetricResult) -> Outgoing:
-        target = r.target(thread)
-        return Outgoing(result_id(key, target, r.metric), target, r, anchor(thread, r.turn_index))
 
-
-def anchor(thread: Thread, turn_index: int | None) -> dict[str, Any]:
-    """Where a sink attaches a result: the turn's root span (a thread result: the last turn's, plus
-    the conversation id), the response id, and the target's start time (a fixed score timestamp)."""
-    if not thread.turns:
-        return {"conversation_id": thread.conversation_id}
-    turn = thread.turns[-1 if turn_index is None else min(turn_index, len(thread.turns) - 1)]
-    start = thread.turns[0].started_ns if turn_index is None else turn.started_ns
-    return {
-        "trace_id": turn.trace_id,
-        "span_id": turn.root_span_id,
-        "response_id": turn.response_id,
-        "start_ns": start,
-        "conversation_id": thread.conversation_id,
-    }
+def outgoing_result(thread: Thread, r: MetricResult, traces: list[TracePart]) -> Outgoing:
+    """A result of `thread` ready to be recorded: its deterministic id, target and anchor (from the
+    thread's traces as assembled for this evaluation). `Outgoing.delivery` makes it what sinks get."""
+    target = r.target(thread)
+    return Outgoing(result_id(thread.key, target, r.metric), target, r, anchor(thread, r.turn_index, traces))
 
 
 class CountingStore:

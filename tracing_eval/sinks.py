@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from tracing_eval.assemble import TracePart, parts_from_stored, thread_from_parts
+from tracing_eval.delivery import KINDS, BadPayload, Delivery, ResultDelivery, anchor, parse, turn_index
 from tracing_eval.logging import redact_url_credentials
+from tracing_eval.model import Thread
 from tracing_eval.store.base import OutboxRow, Store
 
 if TYPE_CHECKING:
@@ -25,17 +28,47 @@ ROW_BY_ROW_TAKE = 10
 
 
 class PermanentSinkError(Exception):
-    """The sink refused the payload for good (e.g. 400); retrying cannot help."""
+    """The sink refused the delivery for good (e.g. 400); retrying cannot help."""
 
 
 class Sink(Protocol):
-    name: str
+    """Where the outbox delivers: results, review items and retractions, at least once.
 
-    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
-        """Deliver one outbox payload (`kind` is `result` or `review`); raise on failure. A sink may
-        also have `deliver_batch(items)`, taking a list of `(kind, payload)` in one call (all or
-        nothing); the outbox then hands it each batch of rows at once."""
-        ...
+    `name` is the outbox's `sink` column; `kinds` the kinds the sink takes (`result`, `review`; a
+    sink that takes results also gets the retraction of a result whose thread merged into
+    another). `deliver` delivers one and raises on failure (`PermanentSinkError`: never retry);
+    `deliver_batch` delivers several in one call, all or nothing (`batch` says whether the outbox
+    should hand the sink whole batches, else it takes rows a few at a time and calls `deliver` for
+    each); `aclose` releases the sink's connections. `BaseSink` has the defaults."""
+
+    name: str
+    kinds: frozenset[str]
+    batch: bool
+
+    async def deliver(self, delivery: Delivery) -> None: ...
+
+    async def deliver_batch(self, deliveries: Sequence[Delivery]) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class BaseSink:
+    """A `Sink` with the defaults: takes results and review items, one at a time (`deliver_batch`
+    delivers them in turn), holds nothing to close. Subclasses set `name` and write `deliver`."""
+
+    name: str
+    kinds: frozenset[str] = frozenset(KINDS)
+    batch: bool = False
+
+    async def deliver(self, delivery: Delivery) -> None:
+        raise NotImplementedError
+
+    async def deliver_batch(self, deliveries: Sequence[Delivery]) -> None:
+        for delivery in deliveries:
+            await self.deliver(delivery)
+
+    async def aclose(self) -> None:
+        return None
 
 
 @dataclass
@@ -63,7 +96,8 @@ async def deliver_outbox(
 ) -> DeliveryStats:
     """Push every due outbox row to each sink until a batch is short or has a failure to retry: a
     failing sink gets no more batches this time, and its failed rows are retried on later rounds with
-    backoff. A sink with `deliver_batch` gets `limit` rows in one call; the others take
+    backoff. Each row becomes its typed delivery first (a payload that is not one is parked). A
+    sink with `batch` set gets `limit` rows in one `deliver_batch` call; the others take
     ROW_BY_ROW_TAKE rows at a time and get them one by one. On PostgreSQL the rows taken are leased to
     this replica for `lease_seconds`, and each row's lease is renewed just before its delivery (a
     batch's rows together, in one transaction; a row whose lease ran out while it waited is left to the
@@ -71,28 +105,71 @@ async def deliver_outbox(
     stats = DeliveryStats()
     started = time.monotonic()
     for sink in sinks:
-        batch = getattr(sink, "deliver_batch", None)
-        take = limit if batch is not None else min(limit, ROW_BY_ROW_TAKE)
+        take = limit if sink.batch else min(limit, ROW_BY_ROW_TAKE)
         while True:
             rows = await store.pending_outbox(sink.name, now, take, lease_seconds)
             retried = stats.retried
-            if batch is not None:  # the whole batch in one call, its leases renewed together just before
+            if sink.batch:  # the whole batch in one call, its leases renewed together just before
                 at = now + time.monotonic() - started
                 renewed = await store.renew_outbox_many(rows, at, lease_seconds)
                 stats.taken_over += sum(r is None for r in renewed)
-                mine = [r for r in renewed if r is not None]
+                mine = await _typed(store, sink, [r for r in renewed if r is not None], at, stats, telemetry)
                 if mine:
-                    send = batch([(r.kind, r.payload) for r in mine])
+                    send = sink.deliver_batch([d for _, d in mine])
                     await _attempt(store, sink, mine, send, at, max_attempts, stats, telemetry)
             else:  # row by row, each renewed just before it goes out
                 for row in rows:
                     at = now + time.monotonic() - started  # `now` moved on while earlier rows went out
                     if (taken := await _renew(store, row, at, lease_seconds, stats)) is not None:
-                        send = sink.deliver(taken.kind, taken.payload)
-                        await _attempt(store, sink, [taken], send, at, max_attempts, stats, telemetry)
+                        for one in await _typed(store, sink, [taken], at, stats, telemetry):
+                            await _attempt(store, sink, [one], sink.deliver(one[1]), at, max_attempts, stats, telemetry)
             if len(rows) < take or stats.retried > retried:  # the sink is down: try again next round
                 break
     return stats
+
+
+async def _typed(
+    store: Store,
+    sink: Sink,
+    rows: list[OutboxRow],
+    now: float,
+    stats: DeliveryStats,
+    telemetry: Telemetry | None,
+) -> list[tuple[OutboxRow, Delivery]]:
+    """The typed delivery of each row; a row whose payload is not one is parked with the reason.
+    Results written before the typed contract get their anchors rebuilt first (`_reanchor`)."""
+    typed: list[tuple[OutboxRow, Delivery]] = []
+    for row in rows:
+        try:
+            typed.append((row, parse(row.kind, row.payload, row.id)))
+        except BadPayload as exc:
+            await _settle_failed(store, sink, row, str(exc), now, True, True, stats, telemetry)
+    if any(isinstance(d, ResultDelivery) and d.legacy for _, d in typed):
+        deliveries = await _reanchor(store, [d for _, d in typed])
+        typed = [(row, d) for (row, _), d in zip(typed, deliveries, strict=True)]
+    return typed
+
+
+async def _reanchor(store: Store, deliveries: Sequence[Delivery]) -> list[Delivery]:
+    """Results written before the typed contract with their anchors rebuilt from the thread as the
+    store holds it now (one load for all their threads); the others as they are. A result whose
+    thread is no longer in the store, or whose turn is gone, keeps the anchor it carries."""
+    keys = sorted({d.thread_key for d in deliveries if isinstance(d, ResultDelivery) and d.legacy})
+    stored = await store.load_threads(keys)
+    rebuilt: dict[str, tuple[Thread, list[TracePart]]] = {}
+    for key in keys:
+        parts, _ = parts_from_stored(stored[key])
+        if parts:
+            rebuilt[key] = (thread_from_parts(key, parts), parts)
+    out: list[Delivery] = []
+    for d in deliveries:
+        if isinstance(d, ResultDelivery) and d.legacy and d.thread_key in rebuilt:
+            thread, parts = rebuilt[d.thread_key]
+            index = turn_index(thread, d.target)
+            if d.target == "thread" or (index is not None and index < len(thread.turns)):
+                d = d.model_copy(update={"anchor": anchor(thread, index, parts)})
+        out.append(d)
+    return out
 
 
 async def _renew(
@@ -108,7 +185,7 @@ async def _renew(
 async def _attempt(
     store: Store,
     sink: Sink,
-    rows: list[OutboxRow],
+    rows: list[tuple[OutboxRow, Delivery]],
     send: Awaitable[None],
     now: float,
     max_attempts: int,
@@ -123,30 +200,44 @@ async def _attempt(
     except Exception as exc:
         refused = isinstance(exc, PermanentSinkError)
         if refused and len(rows) > 1:
-            for row in rows:
-                send_one = sink.deliver(row.kind, row.payload)
-                await _attempt(store, sink, [row], send_one, now, max_attempts, stats, telemetry)
+            for one in rows:
+                await _attempt(store, sink, [one], sink.deliver(one[1]), now, max_attempts, stats, telemetry)
             return
         error = redact_url_credentials(f"{type(exc).__name__}: {exc}")  # stored in the outbox row
-        for row in rows:
+        for row, _ in rows:
             give_up = refused or row.attempts + 1 >= max_attempts
-            await store.outbox_retry(row.id, error, now + backoff_seconds(row.attempts), give_up)
-            log.warning(
-                "sink delivery failed",
-                sink=sink.name,
-                outbox_id=row.id,
-                kind=row.kind,
-                attempts=row.attempts + 1,
-                gave_up=give_up,
-                error=error,
-            )
-            stats.failed += give_up
-            stats.retried += not give_up
-            if telemetry is not None:
-                telemetry.delivery(sink.name, row.kind, "failed" if give_up else "retried", now, refused=refused)
+            await _settle_failed(store, sink, row, error, now, give_up, refused, stats, telemetry)
     else:
-        await store.outbox_done([row.id for row in rows], now)
+        await store.outbox_done([row.id for row, _ in rows], now)
         stats.delivered += len(rows)
         if telemetry is not None:
-            for row in rows:
+            for row, _ in rows:
                 telemetry.delivery(sink.name, row.kind, "delivered", now)
+
+
+async def _settle_failed(
+    store: Store,
+    sink: Sink,
+    row: OutboxRow,
+    error: str,
+    now: float,
+    give_up: bool,
+    refused: bool,
+    stats: DeliveryStats,
+    telemetry: Telemetry | None,
+) -> None:
+    """Record a failed delivery of `row`: retried with backoff, or parked (`give_up`)."""
+    await store.outbox_retry(row.id, error, now + backoff_seconds(row.attempts), give_up)
+    log.warning(
+        "sink delivery failed",
+        sink=sink.name,
+        outbox_id=row.id,
+        kind=row.kind,
+        attempts=row.attempts + 1,
+        gave_up=give_up,
+        error=error,
+    )
+    stats.failed += give_up
+    stats.retried += not give_up
+    if telemetry is not None:
+        telemetry.delivery(sink.name, row.kind, "failed" if give_up else "retried", now, refused=refused)

@@ -2,7 +2,7 @@
 
 settings = LangfuseSettings()                      # keys and host from LANGFUSE_* env
 source = LangfuseSource(settings)                  # Source protocol, name "langfuse"
-sink = LangfuseSink(settings, store=store)         # Sink protocol, name "langfuse"
+sink = LangfuseSink(settings)                      # Sink protocol, name "langfuse"
 
 Names are loaded on first use, so `connectors.langfuse.plugin` (the entry points) imports the settings alone.
 """

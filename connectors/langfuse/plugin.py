@@ -23,7 +23,7 @@ def _source(ctx: SourceContext) -> Source:
 def _sink(ctx: SinkContext) -> Sink:
     from connectors.langfuse.sink import LangfuseSink
 
-    return LangfuseSink(ctx.section(LangfuseSettings), store=ctx.store)
+    return LangfuseSink(ctx.section(LangfuseSettings))
 
 
 #: Scores of what it reads go back to Langfuse: reading implies the sink of the same name

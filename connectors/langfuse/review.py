@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import structlog
 
 from connectors.langfuse.client import LangfuseClient, LangfuseError
 from connectors.langfuse.configs import ScoreConfigs
+from tracing_eval.delivery import ReviewDelivery
 
 log = structlog.get_logger(__name__)
 
@@ -69,7 +70,7 @@ def _number(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, int | float) else "–"
 
 
-def review_comment(thread_key: str, version: int, reasons: list[Mapping[str, Any]], item_id: str) -> str:
+def review_comment(thread_key: str, version: int, reasons: Sequence[Mapping[str, Any]], item_id: str) -> str:
     """Markdown: what failed and why, one line per result, then the marker line."""
     head = f"**tracing-eval** flagged this conversation (version {version}): {len(reasons)} check(s) failed."
     tail = marker(thread_key, version, item_id)
@@ -94,7 +95,7 @@ def review_comment(thread_key: str, version: int, reasons: list[Mapping[str, Any
 
 
 class ReviewRouter:
-    """Routes review payloads (`review_id, thread_key, thread_version, reasons`) to one queue."""
+    """Routes review items (thread key and version, reasons) to one queue."""
 
     def __init__(self, client: LangfuseClient, configs: ScoreConfigs, queue_name: str) -> None:
         self.client = client
@@ -103,9 +104,8 @@ class ReviewRouter:
         self._queue_id: str | None = None
         self._lock = asyncio.Lock()
 
-    async def route(self, payload: Mapping[str, Any]) -> None:
-        thread_key, version = str(payload["thread_key"]), int(payload["thread_version"])
-        reasons = [r for r in payload.get("reasons") or [] if isinstance(r, Mapping)]
+    async def route(self, item: ReviewDelivery) -> None:
+        thread_key, version, reasons = item.thread_key, item.thread_version, item.reasons
         object_type, object_id = review_object(thread_key)
         if version in marked_versions(await self.client.comments(object_type, object_id), thread_key):
             return
@@ -119,7 +119,7 @@ class ReviewRouter:
         await self.client.create_comment(object_type, object_id, review_comment(thread_key, version, reasons, item_id))
         log.info("thread routed to the annotation queue", thread_key=thread_key, version=version, item=item_id)
 
-    async def _item(self, reasons: list[Mapping[str, Any]], object_type: str, object_id: str) -> str:
+    async def _item(self, reasons: Sequence[Mapping[str, Any]], object_type: str, object_id: str) -> str:
         """The object's pending item in the queue, created when there is none."""
         queue_id = await self.queue_id(reasons)
         for item in await self.client.queue_items(queue_id, "PENDING"):
@@ -127,7 +127,7 @@ class ReviewRouter:
                 return str(item["id"])
         return str((await self.client.create_queue_item(queue_id, object_id, object_type))["id"])
 
-    async def queue_id(self, reasons: list[Mapping[str, Any]]) -> str:
+    async def queue_id(self, reasons: Sequence[Mapping[str, Any]]) -> str:
         """The queue's id; created (with the score configs reviewers need) when missing."""
         if self._queue_id is not None:
             return self._queue_id
@@ -140,7 +140,7 @@ class ReviewRouter:
         named = [q for q in queues if q.get("name") == self.queue_name]
         return str(min(named, key=lambda q: (str(q.get("createdAt") or ""), str(q["id"])))["id"]) if named else None
 
-    async def _find_or_create(self, reasons: list[Mapping[str, Any]]) -> str:
+    async def _find_or_create(self, reasons: Sequence[Mapping[str, Any]]) -> str:
         found = self._oldest(await self.client.queues())
         if found is not None:
             return found

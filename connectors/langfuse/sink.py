@@ -2,7 +2,8 @@
 
 Per-turn results score the turn's trace (`traceId` + `observationId` of its root observation),
 thread results score the session (`sessionId`; a thread without a session is one trace and
-scores that trace). Only results with status `ok` are written: `skipped`, `not_applicable` and
+scores that trace). Where a score goes, its timestamp and environment come from the delivery's
+anchor, which the pipeline built from the thread it evaluated: the sink never reads the store. Only results with status `ok` are written: `skipped`, `not_applicable` and
 `error` results carry no score, and writing one would look like a real 0 or 1 in Langfuse
 dashboards (they stay visible in the local store and `tracing-eval results`).
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,14 +34,13 @@ import structlog
 
 from connectors.langfuse.client import LangfuseClient, LangfuseError
 from connectors.langfuse.configs import ConfigRef, ScoreConfigs, score_name
-from connectors.langfuse.mapping import SOURCE, is_virtual, iso, trace_root
-from connectors.langfuse.review import ReviewRouter, split_key
+from connectors.langfuse.mapping import SOURCE, is_virtual, iso
+from connectors.langfuse.review import ReviewRouter
 from connectors.langfuse.settings import LangfuseSettings
-from tracing_eval.assemble import thread_from_traces
 from tracing_eval.conventions.values import dumps
-from tracing_eval.model import RESULT_NAMESPACE, MetricResult, Span, Status
-from tracing_eval.sinks import PermanentSinkError
-from tracing_eval.store.base import Store
+from tracing_eval.delivery import Delivery, ResultDelivery, RetractDelivery
+from tracing_eval.model import RESULT_NAMESPACE, MetricResult, Status
+from tracing_eval.sinks import BaseSink, PermanentSinkError
 
 log = structlog.get_logger(__name__)
 
@@ -61,55 +60,29 @@ class Target:
     environment: str | None = None
 
 
-def _environment(spans: list[Span]) -> str | None:
-    value = next(
-        (s.attributes.get("langfuse.environment") for s in spans if s.attributes.get("langfuse.environment")), None
-    )
-    return value if isinstance(value, str) and _ENVIRONMENT.match(value) else None
+def environment(value: str | None) -> str | None:
+    """The trace's environment as Langfuse takes it (lower case, no `langfuse` prefix), else None."""
+    return value if value is not None and _ENVIRONMENT.match(value) else None
 
 
-class TargetLookup:
-    """Finds a result's trace, root observation and start time in the store (cached per thread version)."""
-
-    def __init__(self, store: Store | None, cache_size: int = 256) -> None:
-        self.store = store
-        self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, int], list[list[Span]]] = OrderedDict()
-
-    async def _traces(self, thread_key: str, version: int) -> list[list[Span]]:
-        if self.store is None:
-            raise PermanentSinkError("the Langfuse sink needs the store to find where a score goes")
-        key = (thread_key, version)
-        if key not in self._cache:
-            self._cache[key] = await self.store.load_traces(thread_key)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        self._cache.move_to_end(key)
-        return self._cache[key]
-
-    async def resolve(self, payload: dict[str, Any]) -> Target:
-        thread_key, target = str(payload["thread_key"]), str(payload["target"])
-        session_id, lone_trace = split_key(thread_key)
-        traces = [t for t in await self._traces(thread_key, int(payload.get("thread_version") or 0)) if t]
-        roots = {root.trace_id: (root, spans) for spans in traces if (root := trace_root(spans)) is not None}
-        if not roots:
-            raise PermanentSinkError(f"thread {thread_key} is not in the store")
-        if target == "thread" and session_id is not None:
-            first, spans = min(roots.values(), key=lambda r: r[0].start_ns)
-            return Target(first.start_ns, session_id=session_id, environment=_environment(spans))
-        if target.startswith("turn:"):
-            thread = thread_from_traces(thread_key, traces, source=thread_key.partition(":")[0])
-            index = int(target.removeprefix("turn:"))
-            if index >= len(thread.turns) or thread.turns[index].trace_id is None:
-                raise PermanentSinkError(f"{thread_key} has no turn {index}")
-            trace_id: str | None = thread.turns[index].trace_id
-        else:
-            trace_id = target.removeprefix("trace:") if target.startswith("trace:") else lone_trace
-        if trace_id not in roots:
-            raise PermanentSinkError(f"trace {trace_id} of {thread_key} is not in the store")
-        root, spans = roots[trace_id]
-        observation = None if target == "thread" or is_virtual(root.span_id) else root.span_id
-        return Target(root.start_ns, trace_id=trace_id, observation_id=observation, environment=_environment(spans))
+def target(delivery: ResultDelivery) -> Target:
+    """Where the score of a result goes, from its delivery: a thread result of a session scores the
+    session, any other result its trace (a turn result: at the turn's root observation). The
+    timestamp is the start of the target's trace (a session's: its earliest trace)."""
+    a = delivery.anchor
+    env = environment(a.environment)
+    if delivery.target == "thread" and delivery.session_id is not None:
+        return Target(a.start_ns, session_id=delivery.session_id, environment=env)
+    if delivery.target == "thread":  # a lone trace: the thread key names it
+        trace_id = delivery.thread_key.partition(":")[2].removeprefix("trace:")
+        return Target(a.start_ns, trace_id=trace_id, environment=env)
+    named = delivery.target.removeprefix("trace:") if delivery.target.startswith("trace:") else a.trace_id
+    if not named or named != a.trace_id:
+        raise PermanentSinkError(
+            f"{delivery.thread_key} {delivery.target}: the delivery's anchor is trace {a.trace_id!r}"
+        )
+    observation = None if is_virtual(a.span_id) else a.span_id
+    return Target(a.start_ns, trace_id=named, observation_id=observation, environment=env)
 
 
 def _evidence(evidence: dict[str, Any]) -> Any:
@@ -204,53 +177,45 @@ class ScoreWriter:
             raise PermanentSinkError(f"POST /scores rejected the score: {[getattr(e, 'message', e) for e in errors]}")
 
 
-class LangfuseSink:
-    """`Sink` named `langfuse`: results -> scores, reviews -> the annotation queue."""
+class LangfuseSink(BaseSink):
+    """`Sink` named `langfuse`: results -> scores, reviews -> the annotation queue, retractions ->
+    scores deleted. Everything it writes comes from the delivery: it never reads the store."""
 
     name = SOURCE
 
-    def __init__(
-        self,
-        settings: LangfuseSettings,
-        *,
-        store: Store | None = None,
-        client: LangfuseClient | None = None,
-    ) -> None:
+    def __init__(self, settings: LangfuseSettings, *, client: LangfuseClient | None = None) -> None:
         self.settings = settings
         self.client = client or LangfuseClient(settings)
         self.configs = ScoreConfigs(self.client)
-        self.targets = TargetLookup(store)
         self.writer = ScoreWriter(self.client, settings.score_write)
         self.review = ReviewRouter(self.client, self.configs, settings.review_queue) if settings.review_queue else None
 
     async def aclose(self) -> None:
         await self.client.aclose()
 
-    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+    async def deliver(self, delivery: Delivery) -> None:
         try:
-            if kind == "result":
-                await self._score(payload)
-            elif kind == "retract":  # the result's thread merged into another: its score goes
-                await self.client.delete_score(str(payload["result_id"]))
-            elif kind == "review" and self.review is not None:
-                await self.review.route(payload)
+            if isinstance(delivery, ResultDelivery):
+                await self._score(delivery)
+            elif isinstance(delivery, RetractDelivery):  # the result's thread merged into another
+                await self.client.delete_score(delivery.result_id)
+            elif self.review is not None:
+                await self.review.route(delivery)
         except LangfuseError as exc:
             if exc.permanent:
                 raise PermanentSinkError(str(exc)) from exc
             raise
 
-    async def _score(self, payload: dict[str, Any]) -> None:
-        result = MetricResult.model_validate(payload["result"])
+    async def _score(self, delivery: ResultDelivery) -> None:
+        result = delivery.result
         if result.status is not Status.OK or result.score is None:
             return
-        target = await self.targets.resolve(payload)
-        if target.start_ns <= 0:
-            raise PermanentSinkError(
-                f"{payload['thread_key']} {payload['target']}: no start time for the score timestamp"
-            )
+        where = target(delivery)
+        if where.start_ns <= 0:
+            raise PermanentSinkError(f"{delivery.thread_key} {delivery.target}: no start time for the score timestamp")
         config = await self.configs.for_metric(result.metric)
         scale = self.configs.scale(result.metric)
         if config is not None and config.data_type == "CATEGORICAL" and (scale is None or result.label not in scale):
             raise PermanentSinkError(f"{result.metric}: label {result.label!r} is not a category of its score config")
-        body = build_score(str(payload["result_id"]), result, target, config, int(payload.get("thread_version") or 0))
-        await self.writer.write(body, iso(target.start_ns))
+        body = build_score(delivery.result_id, result, where, config, delivery.thread_version)
+        await self.writer.write(body, iso(where.start_ns))

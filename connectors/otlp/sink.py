@@ -20,7 +20,7 @@ import os
 import re
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,8 +34,9 @@ from opentelemetry.trace import TraceFlags
 from opentelemetry.util.re import parse_env_headers
 
 from connectors.otlp.sink_settings import OtlpSinkSettings
+from tracing_eval.delivery import Anchor, Delivery, ResultDelivery
 from tracing_eval.settings_base import ConfigError
-from tracing_eval.sinks import PermanentSinkError
+from tracing_eval.sinks import BaseSink, PermanentSinkError
 
 EVENT_NAME = "gen_ai.evaluation.result"
 SCOPE = "tracing-eval"
@@ -80,40 +81,37 @@ def error_type(error: str | None) -> str:
     return m.group(1) if m else OTHER_ERROR
 
 
-def event_attributes(payload: dict[str, Any]) -> dict[str, Any]:
-    """The event's attributes for one `result` outbox payload (None values left out)."""
-    r = payload["result"]
-    anchor = payload.get("anchor") or {}
-    status = r.get("status", "ok")
+def event_attributes(delivery: ResultDelivery) -> dict[str, Any]:
+    """The event's attributes for one result delivery (None values left out)."""
+    r, anchor = delivery.result, delivery.anchor
+    status = r.status.value
     attrs: dict[str, Any] = {
-        "gen_ai.evaluation.name": r["metric"],
-        "gen_ai.response.id": anchor.get("response_id"),
-        "tracing_eval.result.id": payload["result_id"],
-        "tracing_eval.thread.key": payload["thread_key"],
-        "tracing_eval.thread.version": payload["thread_version"],
-        "tracing_eval.target": payload["target"],
-        "tracing_eval.scope": r.get("scope"),
-        "tracing_eval.turn.index": r.get("turn_index"),
-        "tracing_eval.metric.version": r.get("metric_version"),
+        "gen_ai.evaluation.name": r.metric,
+        "gen_ai.response.id": anchor.response_id,
+        "tracing_eval.result.id": delivery.result_id,
+        "tracing_eval.thread.key": delivery.thread_key,
+        "tracing_eval.thread.version": delivery.thread_version,
+        "tracing_eval.target": delivery.target,
+        "tracing_eval.scope": r.scope.value,
+        "tracing_eval.turn.index": r.turn_index,
+        "tracing_eval.metric.version": r.metric_version,
         "tracing_eval.status": status,
-        "tracing_eval.judge.model": r.get("judge_model"),
+        "tracing_eval.judge.model": r.judge_model,
     }
-    if r.get("turn_index") is None:
-        attrs["gen_ai.conversation.id"] = anchor.get("conversation_id")
+    if r.turn_index is None:
+        attrs["gen_ai.conversation.id"] = anchor.conversation_id
     if status == "ok":
-        score = r.get("score")
-        attrs["gen_ai.evaluation.score.value"] = float(score) if score is not None else None
-        passed = r.get("passed")
-        attrs["gen_ai.evaluation.score.label"] = r.get("label") or (None if passed is None else _verdict(passed))
-        attrs["gen_ai.evaluation.explanation"] = r.get("reason") or None
-        attrs["tracing_eval.passed"] = passed
-        attrs["tracing_eval.threshold"] = float(r["threshold"]) if r.get("threshold") is not None else None
+        attrs["gen_ai.evaluation.score.value"] = float(r.score) if r.score is not None else None
+        attrs["gen_ai.evaluation.score.label"] = r.label or (None if r.passed is None else _verdict(r.passed))
+        attrs["gen_ai.evaluation.explanation"] = r.reason or None
+        attrs["tracing_eval.passed"] = r.passed
+        attrs["tracing_eval.threshold"] = float(r.threshold) if r.threshold is not None else None
     elif status == "error":
-        attrs["error.type"] = error_type(r.get("error"))
-        attrs["gen_ai.evaluation.explanation"] = r.get("error") or r.get("reason") or None
+        attrs["error.type"] = error_type(r.error)
+        attrs["gen_ai.evaluation.explanation"] = r.error or r.reason or None
     else:  # skipped, not_applicable: no score, the status is the label
         attrs["gen_ai.evaluation.score.label"] = status
-        attrs["gen_ai.evaluation.explanation"] = r.get("reason") or None
+        attrs["gen_ai.evaluation.explanation"] = r.reason or None
     return {k: v for k, v in attrs.items() if v is not None}
 
 
@@ -135,9 +133,9 @@ def _set_value(target: AnyValue, value: Any) -> None:
         target.string_value = str(value)
 
 
-def _ids(anchor: dict[str, Any]) -> tuple[bytes, bytes]:
+def _ids(anchor: Anchor) -> tuple[bytes, bytes]:
     """The anchor's trace and span ids as bytes; empty when they are not valid OTel ids."""
-    trace_hex, span_hex = anchor.get("trace_id") or "", anchor.get("span_id") or ""
+    trace_hex, span_hex = anchor.trace_id or "", anchor.span_id or ""
     try:
         trace_id, span_id = bytes.fromhex(trace_hex), bytes.fromhex(span_hex)
     except ValueError:
@@ -147,7 +145,7 @@ def _ids(anchor: dict[str, Any]) -> tuple[bytes, bytes]:
     return trace_id, span_id
 
 
-def add_record(scope: ScopeLogs, attributes: dict[str, Any], anchor: dict[str, Any], now_ns: int) -> None:
+def add_record(scope: ScopeLogs, attributes: dict[str, Any], anchor: Anchor, now_ns: int) -> None:
     """Append one evaluation event as the OTLP log record the SDK's Logs API and exporter would send
     for it: parented to the anchor's span (sampled) when its ids are valid, an empty body, observed
     now. (Filled in place: upb builds nested messages fastest that way.)"""
@@ -205,11 +203,12 @@ def tls_verify(env: Mapping[str, str] | None = None) -> ssl.SSLContext | bool:
     return True
 
 
-class OtlpEvaluationSink:
+class OtlpEvaluationSink(BaseSink):
     """`Sink` named `otlp`: delivers `result` payloads as evaluation events (review items are ignored)."""
 
     name = "otlp"
     kinds = frozenset({"result"})
+    batch = True
 
     def __init__(self, settings: OtlpSinkSettings) -> None:
         if os.environ.get(SDK_DISABLED_ENV, "").strip().lower() == "true":
@@ -223,27 +222,27 @@ class OtlpEvaluationSink:
             headers["content-encoding"] = "gzip"
         self._client = httpx.AsyncClient(headers=headers, timeout=settings.timeout_seconds, verify=tls_verify())
 
-    def encode(self, items: list[tuple[str, dict[str, Any]]], now_ns: int) -> bytes:
-        """The export request for the `result` payloads among `items`, serialised (empty when none)."""
+    def encode(self, deliveries: Sequence[Delivery], now_ns: int) -> bytes:
+        """The export request for the results among `deliveries`, serialised (empty when none)."""
         request = ExportLogsServiceRequest()
         resource_logs = request.resource_logs.add()
         resource_logs.resource.CopyFrom(self._resource)
         scope = resource_logs.scope_logs.add()
         scope.scope.CopyFrom(self._scope)
-        for kind, p in items:
-            if kind == "result":
-                add_record(scope, event_attributes(p), p.get("anchor") or {}, now_ns)
+        for d in deliveries:
+            if isinstance(d, ResultDelivery):
+                add_record(scope, event_attributes(d), d.anchor, now_ns)
         return request.SerializeToString() if scope.log_records else b""
 
-    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+    async def deliver(self, delivery: Delivery) -> None:
         """Export one result event; raise when the endpoint did not take it."""
-        await self.deliver_batch([(kind, payload)])
+        await self.deliver_batch([delivery])
 
-    async def deliver_batch(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+    async def deliver_batch(self, deliveries: Sequence[Delivery]) -> None:
         """Export the result events of a batch in one request; raise when the endpoint did not take
         them (the outbox then retries the whole batch)."""
         try:
-            body = self.encode(items, time.time_ns())
+            body = self.encode(deliveries, time.time_ns())
         except Exception as exc:  # a payload that cannot become an event never will
             raise PermanentSinkError(f"cannot build the evaluation event: {type(exc).__name__}: {exc}") from exc
         if not body:
@@ -257,6 +256,6 @@ class OtlpEvaluationSink:
         if not response.is_success:
             raise OtlpExportError(f"OTLP export to {self.endpoint} failed: HTTP {response.status_code}")
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Close the HTTP client."""
         await self._client.aclose()

@@ -27,9 +27,10 @@ import httpx
 import orjson
 
 from connectors.review.settings import WebhookSettings
+from tracing_eval.delivery import Delivery, ReviewDelivery
 from tracing_eval.routing import PRIORITIES
 from tracing_eval.settings_base import ConfigError
-from tracing_eval.sinks import PermanentSinkError
+from tracing_eval.sinks import BaseSink, PermanentSinkError
 
 DELIVERY_HEADER = "X-Tracing-Eval-Delivery"
 SIGNATURE_HEADER = "X-Tracing-Eval-Signature"
@@ -54,34 +55,33 @@ def verify(secret: str | bytes, body: bytes, signature: str | None) -> bool:
     return signature is not None and hmac.compare_digest(sign(secret, body), signature)
 
 
-def delivery_id(payload: dict[str, Any]) -> str:
+def delivery_id(item: ReviewDelivery) -> str:
     """Stable id of one review delivery: `<thread_key>@<thread_version>`."""
-    return f"{payload['thread_key']}@{payload['thread_version']}"
+    return f"{item.thread_key}@{item.thread_version}"
 
 
-def webhook_body(payload: dict[str, Any], sent_at: int) -> dict[str, Any]:
-    """The JSON document POSTed for one `review` outbox payload."""
-    reasons = list(payload.get("reasons") or [])
-    anchor = payload.get("anchor") or {}
-    routes = payload.get("routes") or list(dict.fromkeys(r["route"] for r in reasons if r.get("route")))
+def webhook_body(item: ReviewDelivery, sent_at: int) -> dict[str, Any]:
+    """The JSON document POSTed for one review item."""
+    reasons, anchor = item.reasons, item.anchor
+    routes = item.routes or list(dict.fromkeys(r["route"] for r in reasons if r.get("route")))
     return {
         "type": EVENT_TYPE,
-        "delivery_id": delivery_id(payload),
+        "delivery_id": delivery_id(item),
         "sent_at": sent_at,
-        "review_id": payload.get("review_id"),
+        "review_id": item.review_id,
         "thread": {
-            "key": payload["thread_key"],
-            "version": payload["thread_version"],
-            "conversation_id": anchor.get("conversation_id"),
-            "last_trace_id": anchor.get("trace_id"),
-            "last_span_id": anchor.get("span_id"),
-            "last_response_id": anchor.get("response_id"),
+            "key": item.thread_key,
+            "version": item.thread_version,
+            "conversation_id": anchor.conversation_id,
+            "last_trace_id": anchor.trace_id,
+            "last_span_id": anchor.span_id,
+            "last_response_id": anchor.response_id,
         },
-        "priority": payload.get("priority") or _highest(r.get("priority") for r in reasons),
+        "priority": item.priority or _highest(r.get("priority") for r in reasons),
         "routes": routes,
         "failed_metrics": sorted({r["metric"] for r in reasons}),
         "reasons": reasons,
-        "links": payload.get("links") or {},
+        "links": item.links,
     }
 
 
@@ -98,7 +98,7 @@ def _highest(priorities: Iterable[str | None]) -> str:
     return max(known, key=PRIORITIES.index) if known else "normal"
 
 
-class WebhookSink:
+class WebhookSink(BaseSink):
     """`Sink` named `webhook`: delivers `review` payloads (results are ignored)."""
 
     name = "webhook"
@@ -123,32 +123,29 @@ class WebhookSink:
         self._clock = clock
         self._done: OrderedDict[tuple[str, str], None] = OrderedDict()
 
-    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+    async def deliver(self, delivery: Delivery) -> None:
         """POST one review item to every URL that has not taken it yet; raise unless all succeed."""
-        if kind != "review":
-            return
-        destinations = payload.get("destinations")
-        if destinations is not None and self.name not in destinations:
-            return  # routed elsewhere
-        delivery = delivery_id(payload)
+        if not isinstance(delivery, ReviewDelivery) or not delivery.goes_to(self.name):
+            return  # not a review item, or routed elsewhere
+        delivery_key = delivery_id(delivery)
         sent_at = int(self._clock())
-        body = orjson.dumps(webhook_body(payload, sent_at), option=orjson.OPT_SORT_KEYS)
+        body = orjson.dumps(webhook_body(delivery, sent_at), option=orjson.OPT_SORT_KEYS)
         headers = {
             "Content-Type": "application/json",
             "User-Agent": "tracing-eval",
-            DELIVERY_HEADER: delivery,
+            DELIVERY_HEADER: delivery_key,
             TIMESTAMP_HEADER: str(sent_at),
         }
         if self._secret is not None:
             headers[SIGNATURE_HEADER] = sign(self._secret, body)
-        pending = [u for u in self.urls if (delivery, u) not in self._done]
+        pending = [u for u in self.urls if (delivery_key, u) not in self._done]
         outcomes = await asyncio.gather(*(self._post(u, body, headers) for u in pending), return_exceptions=True)
         errors: list[BaseException] = []
         for url, outcome in zip(pending, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 errors.append(outcome)
             else:
-                self._remember(delivery, url)
+                self._remember(delivery_key, url)
         if not errors:
             return
         message = "; ".join(str(e) for e in errors)
@@ -177,6 +174,6 @@ class WebhookSink:
         while len(self._done) > _REMEMBERED:
             self._done.popitem(last=False)
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aclose()

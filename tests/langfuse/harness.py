@@ -13,16 +13,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 import pytest
+from sqlalchemy import select
 
 from connectors.langfuse import LangfuseSettings, LangfuseSink, LangfuseSource
 from connectors.langfuse.configs import score_name
 from connectors.langfuse.review import review_object
 from tests.fakes.langfuse_server import FakeLangfuseServer, SeedToolCall
 from tracing_eval.config import Settings
+from tracing_eval.delivery import Delivery, parse
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import Status
 from tracing_eval.pipeline import Pipeline
+from tracing_eval.store import schema
 from tracing_eval.store.base import StoredResult
 from tracing_eval.store.sql import SqlStore
 
@@ -65,7 +69,7 @@ class Worker:
         self.store = SqlStore(self.settings.store.url)
         await self.store.open()
         self.source = LangfuseSource(self.lf, **source_kw)
-        self.sink = LangfuseSink(self.lf, store=self.store)
+        self.sink = LangfuseSink(self.lf)
         self.pipeline = Pipeline(
             store=self.store,
             settings=self.settings,
@@ -94,6 +98,15 @@ class Worker:
                 return
             await asyncio.sleep(0.3)
         raise AssertionError("the worker did not settle")
+
+
+async def outbox_deliveries(store: SqlStore, sink: str, kind: str | None = None) -> list[Delivery]:
+    """Every outbox row of `sink` (delivered or not), as the outbox hands it to the sink."""
+    ob = schema.outbox.c
+    query = select(ob.id, ob.kind, ob.payload).where(ob.sink == sink).order_by(ob.id)
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(query)).all()
+    return [parse(k, orjson.loads(p), i) for i, k, p in rows if kind is None or k == kind]
 
 
 def ms(moment: datetime) -> datetime:

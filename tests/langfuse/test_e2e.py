@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
-from typing import Any
 
 from connectors.langfuse.configs import REVIEW_CONFIG
 from tests.fakes.langfuse_server import FakeLangfuseServer
@@ -26,6 +25,8 @@ from tests.langfuse.harness import (
     seed_standard,
 )
 from tracing_eval.config import Settings
+from tracing_eval.delivery import Delivery
+from tracing_eval.sinks import BaseSink
 
 
 async def test_pull_score_and_route_once(worker: Worker, server: FakeLangfuseServer):
@@ -63,15 +64,15 @@ async def test_pull_score_and_route_once(worker: Worker, server: FakeLangfuseSer
 
 async def test_restart_and_redelivery_do_not_duplicate(worker: Worker, server: FakeLangfuseServer):
     seed_standard(server)
-    delivered: list[tuple[str, dict[str, Any]]] = []
+    delivered: list[Delivery] = []
     inner = worker.sink
 
-    class Recording:
+    class Recording(BaseSink):
         name = inner.name
 
-        async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
-            await inner.deliver(kind, payload)
-            delivered.append((kind, payload))
+        async def deliver(self, delivery: Delivery) -> None:
+            await inner.deliver(delivery)
+            delivered.append(delivery)
 
     worker.pipeline.sinks = [Recording()]
     await worker.settle()
@@ -84,8 +85,8 @@ async def test_restart_and_redelivery_do_not_duplicate(worker: Worker, server: F
     assert worker.source.state_key == f"langfuse:127.0.0.1:{server.base_url.rsplit(':', 1)[1]}:{server.public_key}"
 
     server.advance(timedelta(days=1, hours=12))  # the outbox delivers at least once: again, on another day
-    for kind, payload in delivered:
-        await worker.sink.deliver(kind, payload)
+    for delivery in delivered:
+        await worker.sink.deliver(delivery)
     assert len(server.scores) == rows
     assert all(w.replaced for w in server.score_requests[writes:])  # same id, name and date: upserted
     await assert_scores_match(worker.store, server)

@@ -27,6 +27,7 @@ from tests.langfuse.harness import (
     assert_scores_match,
     lf_settings,
     ms,
+    outbox_deliveries,
     scored_results,
 )
 from tracing_eval.assemble import thread_from_traces
@@ -184,7 +185,7 @@ async def test_threads_received_over_otlp_are_scored_with_their_otel_ids(
     settings.sinks.max_attempts = 1
     store = SqlStore(settings.store.url)
     await store.open()
-    sink = LangfuseSink(lf_settings(server), store=store)
+    sink = LangfuseSink(lf_settings(server))
     pipeline = Pipeline(
         store=store,
         settings=settings,
@@ -240,15 +241,8 @@ async def test_batch_scores_endpoint_with_timestamps(settings: Settings, write: 
 
             server.advance(timedelta(days=2))  # a redelivery days later still lands on the same rows
             rows = len(server.scores)
-            for stored in await scored_results(worker.store):
-                payload = {
-                    "result_id": stored.id,
-                    "thread_key": stored.thread_key,
-                    "target": stored.target,
-                    "thread_version": stored.thread_version,
-                    "result": stored.result.model_dump(mode="json"),
-                }
-                await worker.sink.deliver("result", payload)
+            for delivery in await outbox_deliveries(worker.store, "langfuse", "result"):
+                await worker.sink.deliver(delivery)
             assert len(server.scores) == rows and all(w.replaced for w in server.score_requests[len(writes) :])
         finally:
             await worker.stop()

@@ -1,4 +1,4 @@
-"""The sink's and review router's pure parts, and the settings (no server)."""
+"""The sink's and review router's pure parts on deliveries the pipeline builds, and the settings (no server)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from connectors.langfuse.configs import ConfigRef, config_body, score_name
-from connectors.langfuse.review import marked_versions, review_comment, review_object
+from connectors.langfuse.review import marked_versions, review_comment, review_object, split_key
 from connectors.langfuse.settings import LangfuseSettings, parse_since
-from connectors.langfuse.sink import LangfuseSink, Target, TargetLookup, build_score, score_metadata, split_key
-from tracing_eval.assemble import thread_from_traces
+from connectors.langfuse.sink import LangfuseSink, Target, build_score, score_metadata, target
+from tracing_eval.assemble import parts_from_stored, thread_from_parts
+from tracing_eval.delivery import ResultDelivery
 from tracing_eval.model import MetricResult, Scope, Span, score_result
-from tracing_eval.pipeline import anchor
+from tracing_eval.pipeline import outgoing_result
 from tracing_eval.sinks import PermanentSinkError
+from tracing_eval.store.base import ReviewRequest, StoredThread
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -144,18 +146,6 @@ def test_settings_read_the_langfuse_sdk_environment(monkeypatch: pytest.MonkeyPa
         LangfuseSettings(unknown_key=1)
 
 
-class TracesOnly:
-    """The one store method the target lookup uses."""
-
-    def __init__(self, traces: dict[str, list[list[Span]]]) -> None:
-        self.traces = traces
-        self.loads = 0
-
-    async def load_traces(self, thread_key: str) -> list[list[Span]]:
-        self.loads += 1
-        return self.traces.get(thread_key, [])
-
-
 def trace_spans(trace_id: str, start: int, *, root_id: str | None = None, env: str = "production") -> list[Span]:
     root = root_id or f"{trace_id}-root"
     attrs = {"langfuse.environment": env, "langfuse.session.id": "s1"}
@@ -172,57 +162,50 @@ def trace_spans(trace_id: str, start: int, *, root_id: str | None = None, env: s
     ]
 
 
-async def test_target_lookup_finds_root_observation_and_start_times():
-    store = TracesOnly(
-        {
-            "langfuse:s1": [trace_spans("t2", 2000), trace_spans("t1", 1000)],
-            "langfuse:trace:t3": [trace_spans("t3", 3000, root_id="t-t3", env="Not Valid")],
-        }
-    )
-    lookup = TargetLookup(store)  # type: ignore[arg-type]
-    base = {"thread_key": "langfuse:s1", "thread_version": 2}
-    assert await lookup.resolve(base | {"target": "thread"}) == Target(1000, session_id="s1", environment="production")
-    assert await lookup.resolve(base | {"target": "trace:t2"}) == Target(
-        2000, trace_id="t2", observation_id="t2-root", environment="production"
-    )
-    assert (await lookup.resolve(base | {"target": "turn:1"})).trace_id == "t2"
-    assert store.loads == 1  # cached per thread version
-    lone = {"thread_key": "langfuse:trace:t3", "thread_version": 1}
-    assert await lookup.resolve(lone | {"target": "thread"}) == Target(3000, trace_id="t3")
-    assert await lookup.resolve(lone | {"target": "trace:t3"}) == Target(3000, trace_id="t3")  # virtual root: no id
-    with pytest.raises(PermanentSinkError, match="not in the store"):
-        await lookup.resolve({"thread_key": "langfuse:gone", "thread_version": 1, "target": "thread"})
-    with pytest.raises(PermanentSinkError, match="t9"):
-        await lookup.resolve(base | {"thread_version": 3, "target": "trace:t9"})
+def deliveries(key: str, traces: dict[str, list[Span]], results: list[MetricResult]) -> list[ResultDelivery]:
+    """The deliveries of `results` as the pipeline builds them: the thread assembled from what the
+    store holds, each result anchored on it, made the outbox's delivery at version 2."""
+    stored = StoredThread(key, traces=traces, revisions={t: 1 for t in traces})
+    parts, _ = parts_from_stored(stored)
+    thread = thread_from_parts(key, parts, version=2)
+    return [outgoing_result(thread, r, parts).delivery(key, 2) for r in results]
 
 
-async def test_a_payload_as_the_engine_writes_it_resolves_where_its_anchor_points():
-    """The outbox payload the store writes (result id, thread key and version, target, anchor, result)
-    resolves to the anchor's trace, root observation and start time, plus the trace's environment."""
-    traces = [trace_spans("t1", 1000), trace_spans("t2", 2000)]
-    store = TracesOnly({"langfuse:s1": traces})
-    thread = thread_from_traces("langfuse:s1", traces, source="langfuse")
-    lookup = TargetLookup(store)  # type: ignore[arg-type]
-    for turn_index, target in ((None, "thread"), (1, "trace:t2")):
-        result = score_result("m", 1.0, threshold=0.5, turn_index=turn_index)
-        payload = {
-            "result_id": "r",
-            "thread_key": "langfuse:s1",
-            "target": result.target(thread) if turn_index is not None else target,
-            "thread_version": 1,
-            "anchor": anchor(thread, turn_index),
-            "result": result.model_dump(mode="json"),
-        }
-        assert payload["target"] == target
-        resolved = await lookup.resolve(payload)
-        assert resolved.start_ns == payload["anchor"]["start_ns"] and resolved.environment == "production"
-        if turn_index is None:
-            assert (resolved.session_id, resolved.trace_id, resolved.observation_id) == ("s1", None, None)
-        else:
-            assert (resolved.trace_id, resolved.observation_id) == (payload["anchor"]["trace_id"], "t2-root")
-            assert payload["anchor"]["span_id"] == "t2-root"
-    with pytest.raises(PermanentSinkError, match="needs the store"):
-        await TargetLookup(None).resolve(payload)
+def test_deliveries_built_by_the_pipeline_target_the_session_the_trace_and_its_root_observation():
+    """A session's thread result scores the session at its earliest trace's start (a trace that
+    yielded no turn counts too); a turn result scores its trace's root observation at the root's
+    start; both carry the trace's environment."""
+    silent = [Span(trace_id="t0", span_id="t0-root", start_ns=500, attributes={"langfuse.environment": "staging"})]
+    traces = {"t2": trace_spans("t2", 2000), "t1": trace_spans("t1", 1000), "t0": silent}
+    thread_result = score_result("m", 1.0, threshold=0.5)
+    turn_result = score_result("m", 1.0, threshold=0.5, scope=Scope.TURN, turn_index=1)
+    on_thread, on_turn = deliveries("langfuse:s1", traces, [thread_result, turn_result])
+    assert (on_thread.session_id, on_thread.target, on_turn.target) == ("s1", "thread", "trace:t2")
+    assert target(on_thread) == Target(500, session_id="s1", environment="staging")
+    assert target(on_turn) == Target(2000, trace_id="t2", observation_id="t2-root", environment="production")
+    body = build_score(on_turn.result_id, turn_result, target(on_turn), None, on_turn.thread_version)
+    assert (body["traceId"], body["observationId"], body["environment"]) == ("t2", "t2-root", "production")
+    assert body["metadata"]["thread_version"] == 2
+
+
+def test_a_lone_trace_with_a_virtual_root_scores_the_trace_without_an_observation():
+    """A thread without a session is its one trace; a v3 trace's virtual root (`t-...`) is no
+    observation, and an environment Langfuse would refuse is left out."""
+    traces = {"t3": trace_spans("t3", 3000, root_id="t-t3", env="Not Valid")}
+    thread_result = score_result("m", 1.0, threshold=0.5)
+    turn_result = score_result("m", 1.0, threshold=0.5, scope=Scope.TURN, turn_index=0)
+    on_thread, on_turn = deliveries("langfuse:trace:t3", traces, [thread_result, turn_result])
+    assert on_thread.session_id is None and on_thread.anchor.environment == "Not Valid"
+    assert target(on_thread) == Target(3000, trace_id="t3")
+    assert target(on_turn) == Target(3000, trace_id="t3")
+
+
+def test_a_turn_result_whose_anchor_is_another_trace_is_refused():
+    [d] = deliveries(
+        "langfuse:s1", {"t1": trace_spans("t1", 1000)}, [score_result("m", 1.0, threshold=0.5, turn_index=0)]
+    )
+    with pytest.raises(PermanentSinkError, match="anchor is trace 't1'"):
+        target(d.model_copy(update={"target": "trace:t9"}))
 
 
 async def test_review_routing_can_be_switched_off():
@@ -230,6 +213,6 @@ async def test_review_routing_can_be_switched_off():
     sink = LangfuseSink(settings)
     try:
         assert sink.review is None
-        await sink.deliver("review", {"review_id": 1, "thread_key": "langfuse:s", "thread_version": 1, "reasons": []})
+        await sink.deliver(ReviewRequest([]).delivery(1, "langfuse:s", 1))  # nothing to do, nothing sent
     finally:
         await sink.aclose()

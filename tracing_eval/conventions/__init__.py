@@ -264,6 +264,12 @@ def usage(span: Span) -> tuple[int | None, int | None]:
     return (tokens_in if tokens_in is not None else lf[0], tokens_out if tokens_out is not None else lf[1])
 
 
+def environment(span: Span) -> str | None:
+    """The deployment environment Langfuse files the trace under: `langfuse.environment`."""
+    value = span.attributes.get("langfuse.environment")
+    return value if isinstance(value, str) and value else None
+
+
 def response_id(span: Span) -> str | None:
     """`gen_ai.response.id`, else the `id` of the response JSON in OpenInference `output.value`."""
     return as_str(span.attributes.get("gen_ai.response.id")) or _safe(openinference.response_id, span)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from tracing_eval.delivery import FORMAT, Anchor, ResultDelivery, ReviewDelivery
+from tracing_eval.identity import session_of
 from tracing_eval.model import MetricResult, Span
 
 
@@ -45,12 +47,25 @@ class StoredResult:
 
 @dataclass
 class Outgoing:
-    """A result (or review item) with its deterministic id, ready to be recorded."""
+    """A result with its deterministic id and where sinks attach it, ready to be recorded."""
 
     id: str
     target: str
     result: MetricResult
-    anchor: dict[str, Any] = field(default_factory=dict)  # where sinks attach it: trace/span ids, start
+    anchor: Anchor = field(default_factory=Anchor)
+
+    def delivery(self, thread_key: str, version: int) -> ResultDelivery:
+        """What the outbox hands the sinks for this result of `thread_key` at `version`."""
+        return ResultDelivery(
+            format=FORMAT,
+            result_id=self.id,
+            thread_key=thread_key,
+            thread_version=version,
+            target=self.target,
+            session_id=session_of(thread_key),
+            anchor=self.anchor,
+            result=self.result,
+        )
 
 
 @dataclass
@@ -83,8 +98,21 @@ class ReviewRequest:
     reasons: list[dict[str, Any]]
     sinks: list[str] = field(default_factory=list)
     local: bool = True  # False: recorded (once per version) but not open in the local queue
-    fields: dict[str, Any] = field(default_factory=dict)  # extra payload fields (priority, routes, ...)
-    anchor: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)  # priority, routes, destinations
+    anchor: Anchor = field(default_factory=Anchor)
+
+    def delivery(self, review_id: int, thread_key: str, version: int) -> ReviewDelivery:
+        """What the outbox hands the review sinks: this request as the review item `review_id`."""
+        return ReviewDelivery(
+            format=FORMAT,
+            review_id=review_id,
+            thread_key=thread_key,
+            thread_version=version,
+            session_id=session_of(thread_key),
+            anchor=self.anchor,
+            reasons=self.reasons,
+            **self.fields,
+        )
 
 
 @dataclass

@@ -25,6 +25,8 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
+from tracing_eval.assemble import part_is_current
+from tracing_eval.delivery import FORMAT, RetractDelivery
 from tracing_eval.extras import missing_extra_message
 from tracing_eval.identity import is_sampled, thread_key
 from tracing_eval.model import MetricResult, Span, SpanEvent
@@ -533,9 +535,9 @@ class SqlStore:
                         "kind": "retract",
                         "ref": ref,
                         "digest": "-",
-                        "payload": orjson.dumps(
-                            {"result_id": ref, "thread_key": key, "merged_into": into, **about[ref]}
-                        ),
+                        "payload": RetractDelivery(
+                            format=FORMAT, result_id=ref, thread_key=key, merged_into=into, **about[ref]
+                        ).payload(),
                         "created_at": now,
                         "next_attempt_at": due,
                     }
@@ -607,7 +609,8 @@ class SqlStore:
 
     async def load_thread(self, thread_key: str) -> StoredThread:
         """What the thread's traces contribute: the stored part of every trace unchanged since it was
-        assembled (and of every trace whose spans were deleted), and the spans of the others."""
+        assembled (and of every trace whose spans were deleted), and the spans of the others (a part
+        stored by an earlier version that lacks a field counts as changed: `assemble.part_is_current`)."""
         return (await self.load_threads([thread_key]))[thread_key]
 
     async def load_threads(self, thread_keys: Sequence[str]) -> dict[str, StoredThread]:
@@ -624,7 +627,7 @@ class SqlStore:
                 )
                 for r in await conn.execute(query):
                     stored = out[r.thread_key]
-                    if r.data is not None and (r.pruned or r.part == r.revision):
+                    if r.data is not None and (r.pruned or (r.part == r.revision and part_is_current(r.data))):
                         stored.parts[r.trace_id] = r.data
                     elif not r.pruned:
                         stored.revisions[r.trace_id] = r.revision
@@ -752,16 +755,7 @@ class SqlStore:
                 )
                 if known.get(o.id) == digest or not sinks:
                     continue  # unchanged: nothing new to deliver
-                payload = orjson.dumps(
-                    {
-                        "result_id": o.id,
-                        "thread_key": claim.thread_key,
-                        "target": o.target,
-                        "thread_version": claim.version,
-                        "anchor": o.anchor,
-                        "result": orjson.Fragment(data),
-                    }
-                )
+                payload = o.delivery(claim.thread_key, claim.version).payload(data)
                 deliveries += [
                     {"sink": s, "kind": "result", "ref": o.id, "digest": digest, "payload": payload, "created_at": now}
                     for s in sinks
@@ -799,16 +793,7 @@ class SqlStore:
             .values(status="superseded", resolved_at=now, resolution=f"superseded by version {claim.version}")
         )
         if review.sinks:
-            payload = orjson.dumps(
-                {
-                    "review_id": new_id,
-                    "thread_key": claim.thread_key,
-                    "thread_version": claim.version,
-                    "anchor": review.anchor,
-                    "reasons": review.reasons,
-                    **review.fields,
-                }
-            )
+            payload = review.delivery(new_id, claim.thread_key, claim.version).payload()
             await conn.execute(
                 self._insert(t.outbox).on_conflict_do_nothing(),
                 [

@@ -6,30 +6,30 @@ Registered in this package's pyproject.toml under the entry-point group `tracing
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 
+from tracing_eval.delivery import Delivery
 from tracing_eval.registry import Section, SinkContext, SinkEntry
 from tracing_eval.settings_base import SettingsSection
+from tracing_eval.sinks import BaseSink
 
 
 class ExampleSettings(SettingsSection):
     path: Path = Field(Path("results.jsonl"), description="File the results are appended to, one JSON line each.")
 
 
-class JsonLinesSink:
+class JsonLinesSink(BaseSink):
     name = "example"
     kinds = frozenset({"result"})
 
     def __init__(self, settings: ExampleSettings) -> None:
         self.path = settings.path
 
-    async def deliver(self, kind: str, payload: dict[str, Any]) -> None:
+    async def deliver(self, delivery: Delivery) -> None:
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"kind": kind, **payload}, default=str) + "\n")
+            f.write(delivery.model_dump_json() + "\n")
 
 
 def build(ctx: SinkContext) -> JsonLinesSink:
