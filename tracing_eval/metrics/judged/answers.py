@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Self
+from functools import partial
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError
 from pydantic.json_schema import JsonSchemaValue
@@ -107,7 +108,10 @@ def reason_of(exc: ValidationError) -> str:
     for err in exc.errors(include_url=False):
         where = ".".join(str(p) for p in err["loc"]) or "the answer"
         message = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{where!r}: {message}" if err["loc"] else message)
+        if not err["loc"]:
+            parts.append(message)
+        else:  # "'verdict' must be one of ...", "'reason': Input should be a valid string"
+            parts.append(f"{where!r} {message}" if message.startswith("must ") else f"{where!r}: {message}")
     return "; ".join(parts)
 
 
@@ -137,6 +141,9 @@ def _inline(node: Any, defs: Mapping[str, Any], numbers: Mapping[str, Collection
     return {k: out[k] for k in sorted(out, key=lambda k: _ORDER.index(k) if k in _ORDER else len(_ORDER))}
 
 
+A = TypeVar("A", bound="Answer")
+
+
 class Answer(BaseModel):
     """A judge answer: fields in the order the judge writes them; no other fields allowed."""
 
@@ -151,14 +158,13 @@ class Answer(BaseModel):
     @classmethod
     def parser(cls, **numbers: Collection[int]) -> Callable[[Any], Self]:
         """Read an answer (JSON data) into this model; MalformedAnswer with the reasons otherwise."""
-        context = {k: frozenset(v) for k, v in numbers.items()}
+        return partial(_validate, cls, {k: frozenset(v) for k, v in numbers.items()})
 
-        def parse(data: Any) -> Self:
-            if not isinstance(data, dict):
-                raise MalformedAnswer("the answer must be a JSON object")
-            try:
-                return cls.model_validate(data, context=context)
-            except ValidationError as exc:
-                raise MalformedAnswer(reason_of(exc)) from None
 
-        return parse
+def _validate(model: type[A], context: dict[str, frozenset[int]], data: Any) -> A:
+    if not isinstance(data, dict):
+        raise MalformedAnswer("the answer must be a JSON object")
+    try:
+        return model.model_validate(data, context=context)
+    except ValidationError as exc:
+        raise MalformedAnswer(reason_of(exc)) from None
