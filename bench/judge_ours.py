@@ -111,7 +111,9 @@ async def bare(args: argparse.Namespace) -> dict:
 
     thread = thread_from_json_line(args.dataset.read_bytes().splitlines()[0], 1)
     numbers = {m.position for m in thread.messages}
-    request = JudgeRequest("completeness", render_thread(thread).text, INSTRUCTIONS, CompletenessAnswer.response_schema(numbers=numbers))
+    request = JudgeRequest(
+        "completeness", render_thread(thread).text, INSTRUCTIONS, CompletenessAnswer.response_schema(numbers=numbers)
+    )
     messages, fmt = build_messages(request, "json_schema"), response_format(request, "json_schema")
     client = openai.AsyncOpenAI(base_url=args.base_url, api_key="bench", max_retries=0)
     gate = asyncio.Semaphore(args.concurrency)

@@ -154,3 +154,10 @@ def test_turns_only_runs_no_thread_only_metric_and_returns_no_thread_result() ->
     assert not {"repetition", "refusal_loop", "thread_stats"} & per_turn  # the thread-only ones did not run
     strip = [r.model_dump(exclude={"duration_ms"}) for r in active]
     assert strip == [r.model_dump(exclude={"duration_ms"}) for r in idle if r.scope is Scope.TURN]
+
+
+def test_the_built_in_metrics_are_declared_under_the_entry_point_group() -> None:
+    from importlib.metadata import entry_points
+
+    declared = {e.value for e in entry_points(group=registry.GROUP)}
+    assert {"tracing_eval.metrics.deterministic", "tracing_eval.metrics.judged"} <= declared
