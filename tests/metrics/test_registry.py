@@ -161,3 +161,24 @@ def test_the_built_in_metrics_are_declared_under_the_entry_point_group() -> None
 
     declared = {e.value for e in entry_points(group=registry.GROUP)}
     assert {"tracing_eval.metrics.deterministic", "tracing_eval.metrics.judged"} <= declared
+
+
+def test_a_verdict_answer_must_put_the_evidence_and_the_reason_before_the_verdict(scratch_registry: Any) -> None:
+    from tracing_eval.metrics.judged.answers import Answer, Text
+
+    class Backwards(Answer):
+        verdict: Text
+        reason: Text
+        items: list[str]
+
+    with pytest.raises(TypeError, match=r"must have the fields <items>, reason, verdict; has \['verdict'"):
+
+        class Flow(VerdictMetric):
+            name = "backwards_flow"
+            version = "1"
+            tier = "judge"
+            scopes = ("thread",)
+            description = "verdict first"
+            answer = Backwards
+
+    assert "backwards_flow" not in registry._REGISTERED

@@ -93,6 +93,12 @@ class VerdictMetric(QuestionMetric):
     answer: ClassVar[type[Answer]]
     instructions: ClassVar[str]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        fields = list(cls.answer.model_fields) if "answer" in cls.__dict__ else None
+        if fields is not None and (len(fields) != 3 or fields[1:] != ["reason", "verdict"]):
+            raise TypeError(f"{cls.__qualname__}.answer must have the fields <items>, reason, verdict; has {fields}")
+        super().__init_subclass__(**kwargs)  # registers the metric
+
     def ask(
         self,
         numbers: Mapping[str, Collection[int]],
@@ -105,12 +111,10 @@ class VerdictMetric(QuestionMetric):
         details = next(iter(self.answer.model_fields))
 
         def result(answer: Answer) -> list[MetricResult]:
-            found = answer.model_dump()
-            verdict = found["verdict"]
-            found = {"verdict": verdict, details: found[details], **(evidence or {})}
-            return [
-                ok(self.spec, self.scale[verdict], label=verdict, reason=answer.model_dump()["reason"], evidence=found)
-            ]
+            said = answer.model_dump()
+            verdict = said["verdict"]
+            found = {"verdict": verdict, details: said[details], **(evidence or {})}
+            return [ok(self.spec, self.scale[verdict], label=verdict, reason=said["reason"], evidence=found)]
 
         return Question(
             self.spec,
