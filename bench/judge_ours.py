@@ -105,13 +105,15 @@ async def bare(args: argparse.Namespace) -> dict:
 
     from tracing_eval.judge import build_messages, response_format
     from tracing_eval.metrics.judged.base import JudgeRequest
-    from tracing_eval.metrics.judged.completeness import INSTRUCTIONS, schema
+    from tracing_eval.metrics.judged.completeness import INSTRUCTIONS, CompletenessAnswer
     from tracing_eval.metrics.judged.transcript import render_thread
     from tracing_eval.transcripts import thread_from_json_line
 
     thread = thread_from_json_line(args.dataset.read_bytes().splitlines()[0], 1)
     numbers = {m.position for m in thread.messages}
-    request = JudgeRequest("completeness", render_thread(thread).text, INSTRUCTIONS, schema(numbers))
+    request = JudgeRequest(
+        "completeness", render_thread(thread).text, INSTRUCTIONS, CompletenessAnswer.response_schema(numbers=numbers)
+    )
     messages, fmt = build_messages(request, "json_schema"), response_format(request, "json_schema")
     client = openai.AsyncOpenAI(base_url=args.base_url, api_key="bench", max_retries=0)
     gate = asyncio.Semaphore(args.concurrency)

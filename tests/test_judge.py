@@ -10,7 +10,7 @@ import json
 import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -29,7 +29,8 @@ from tracing_eval.judge import (
     schema_name,
     strict_compatible,
 )
-from tracing_eval.metrics.judged.base import Judge, JudgeError, JudgeRequest, JudgeUsage, MalformedAnswer, label_of
+from tracing_eval.metrics.judged import answers
+from tracing_eval.metrics.judged.base import Judge, JudgeError, JudgeRequest, JudgeUsage, MalformedAnswer
 from tracing_eval.ratelimit import AdaptiveLimiter, backoff_delay, retry_after_seconds
 from tracing_eval.store.sql import SqlStore
 
@@ -48,8 +49,13 @@ def ask(metric: str = "politeness", transcript: str = TRANSCRIPT, instructions: 
     return JudgeRequest(metric=metric, transcript=transcript, instructions=instructions, schema=SCHEMA)
 
 
+class Verdict(answers.Answer):
+    verdict: Annotated[str, answers.one_of(LABELS)]
+    reason: answers.Text
+
+
 def verdict(data: Any) -> str:
-    return label_of(data, "verdict", LABELS)
+    return Verdict.parser()(data).verdict
 
 
 def answer(label: str = "yes") -> Reply:

@@ -902,11 +902,11 @@ def _nothing_to_compare(left_out: dict[str, int], positive: str | None) -> str:
 def _calibrated_metrics(level: str | None) -> list[str]:
     """Every deterministic metric that has a verdict at the level (thread_stats has none)."""
     from tracing_eval.calibrate import REPLY_EVIDENCE
-    from tracing_eval.metrics.deterministic import DETERMINISTIC_METRICS
+    from tracing_eval.config import DETERMINISTIC_PACK
 
     if level == "reply":
         return list(REPLY_EVIDENCE)
-    return [n for n in DETERMINISTIC_METRICS if n != "thread_stats"]
+    return [n for n in DETERMINISTIC_PACK if n != "thread_stats"]
 
 
 def _labelled_rows(file: Path) -> tuple[list[dict[str, Any]], list[Any]]:

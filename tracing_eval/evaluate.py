@@ -12,23 +12,13 @@ from typing import Any
 
 from tracing_eval.metrics.base import Metric, MetricSpec
 from tracing_eval.metrics.catalogue import MetricSet
-from tracing_eval.metrics.judged.base import Judge, JudgedMetric
+from tracing_eval.metrics.judged.base import Judge
 from tracing_eval.metrics.judged.tier import evaluate_judged
-from tracing_eval.model import MetricResult, Scope, Status, Thread, Unreadable, not_applicable
+from tracing_eval.metrics.results import failed, not_applicable
+from tracing_eval.model import MetricResult, Scope, Thread, Unreadable
 
 #: Thread metadata keys that are metric options (e.g. from the `eval` input line).
 THREAD_OPTION_KEYS = ("task_description", "success_criteria", "role")
-
-
-def _failed(metric: Metric | JudgedMetric, exc: BaseException) -> MetricResult:
-    return MetricResult(
-        metric=metric.spec.name,
-        metric_version=metric.spec.version,
-        scope=Scope.THREAD,
-        status=Status.ERROR,
-        error=f"{type(exc).__name__}: {exc}",
-        reason=f"metric failed: {type(exc).__name__}: {exc}",
-    )
 
 
 def _timed(results: list[MetricResult], started: float) -> list[MetricResult]:
@@ -50,9 +40,9 @@ def unknown_answers(spec: MetricSpec, thread: Thread, results: list[MetricResult
         if r.turn_index is None:
             turns = ", ".join(str(i) for i in sorted(unknown))
             why = f"the answer of turn(s) {turns} could not be read; {next(iter(unknown.values())).describe()}"
-            out.append(_unreadable(r, why, list(unknown.values())))
+            out.append(_unreadable(spec, r, why, list(unknown.values())))
         elif r.turn_index in unknown:
-            out.append(_unreadable(r, unknown[r.turn_index].describe(), [unknown[r.turn_index]]))
+            out.append(_unreadable(spec, r, unknown[r.turn_index].describe(), [unknown[r.turn_index]]))
         else:
             out.append(r)
     return out
@@ -65,10 +55,9 @@ def _unanswerable(spec: MetricSpec, thread: Thread) -> bool:
     return spec.needs_answer and any(unknown) and ("turn" not in spec.scopes or all(unknown))
 
 
-def _unreadable(r: MetricResult, reason: str, where: list[Unreadable]) -> MetricResult:
-    result = not_applicable(r.metric, reason, scope=r.scope, turn_index=r.turn_index, version=r.metric_version)
-    result.evidence = {"unknown_answer": [u.model_dump() for u in where]}
-    return result
+def _unreadable(spec: MetricSpec, r: MetricResult, reason: str, where: list[Unreadable]) -> MetricResult:
+    evidence = {"unknown_answer": [u.model_dump() for u in where]}
+    return not_applicable(spec, reason, turn_index=r.turn_index, evidence=evidence)
 
 
 def evaluate_thread(thread: Thread, metrics: Sequence[Metric]) -> list[MetricResult]:
@@ -79,7 +68,7 @@ def evaluate_thread(thread: Thread, metrics: Sequence[Metric]) -> list[MetricRes
         try:
             results = unknown_answers(metric.spec, thread, metric.evaluate(thread))
         except Exception as exc:  # a metric bug must not lose the thread's other scores
-            results = [_failed(metric, exc)]
+            results = [failed(metric.spec, exc, f"metric failed: {type(exc).__name__}")]
         out.extend(_timed(results, started))
     return out
 
@@ -99,16 +88,35 @@ async def evaluate_all(
     *,
     turns_only: bool = False,
 ) -> list[MetricResult]:
-    """Both tiers. Without a judge only the deterministic tier runs; with `turns_only` the judged
-    metrics that only score whole threads wait for the thread to go idle."""
+    """Both tiers. Without a judge only the deterministic tier runs. With `turns_only` (a thread
+    still active) only per-turn results are made: the metrics that only score whole threads wait
+    for the thread to go idle, and the thread results of the others are left out."""
+    if turns_only:
+        results = await _both_tiers(thread, _per_turn(metrics), judge, reuse)
+        return [r for r in results if r.scope is not Scope.THREAD]
+    return await _both_tiers(thread, metrics, judge, reuse)
+
+
+def _per_turn(metrics: MetricSet) -> MetricSet:
+    """The metrics of `metrics` that score single turns."""
+    return MetricSet(
+        deterministic=[m for m in metrics.deterministic if "turn" in m.spec.scopes],
+        judged=[m for m in metrics.judged if "turn" in m.spec.scopes],
+        options=metrics.options,
+    )
+
+
+async def _both_tiers(
+    thread: Thread, metrics: MetricSet, judge: Judge | None, reuse: dict[tuple[str, str], MetricResult] | None
+) -> list[MetricResult]:
     deterministic = evaluate_thread(thread, metrics.deterministic)
-    judged_metrics = [m for m in metrics.judged if not turns_only or "turn" in m.spec.scopes]
+    judged_metrics = metrics.judged
     if judge is None or not judged_metrics or not thread.turns:
         return deterministic
     placeholders: dict[str, list[MetricResult]] = {}
     for m in judged_metrics:
         if _unanswerable(m.spec, thread):  # every result would be not_applicable: spare the judge
-            placeholder = MetricResult(metric=m.spec.name, metric_version=m.spec.version, scope=Scope.THREAD)
+            placeholder = not_applicable(m.spec, "")
             placeholders[m.spec.name] = unknown_answers(m.spec, thread, [placeholder])
     asked = [m for m in judged_metrics if m.spec.name not in placeholders]
     judged = await evaluate_judged(

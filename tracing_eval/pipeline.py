@@ -16,7 +16,7 @@ from tracing_eval.delivery import KINDS, anchor
 from tracing_eval.evaluate import evaluate_all
 from tracing_eval.judge import JudgeClient, ThreadJudge
 from tracing_eval.metrics.catalogue import MetricSet
-from tracing_eval.model import MetricResult, Scope, Thread, result_id
+from tracing_eval.model import MetricResult, Thread, result_id
 from tracing_eval.retention import RetentionRun, retain
 from tracing_eval.routing import route
 from tracing_eval.sinks import LOCAL, DeliveryStats, Sink, backoff_seconds, deliver_outbox
@@ -234,8 +234,6 @@ class Pipeline:
             results = (
                 await evaluate_all(thread, self.metrics, judge, reuse, turns_only=turns_only) if thread.turns else []
             )
-            if turns_only:
-                results = [r for r in results if r.scope is not Scope.THREAD]
             review = self._review(thread, results, traces) if claim.mode is Mode.THREAD else None
             outgoing = [outgoing_result(thread, r, traces) for r in results]
         except Exception as exc:  # keep every other thread going; retry this one later

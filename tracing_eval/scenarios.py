@@ -20,8 +20,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tracing_eval.metrics.deterministic.user_friction import UserFriction
+from tracing_eval.metrics.judged import task_success
 from tracing_eval.metrics.judged.base import Judge, JudgeError, JudgeRequest
-from tracing_eval.metrics.judged.task_success import GOAL_INSTRUCTIONS, GOAL_SCHEMA, parse_goal
 from tracing_eval.metrics.judged.transcript import Limits, render_thread
 from tracing_eval.model import MetricResult, Status, Thread
 from tracing_eval.transcripts import thread_to_messages
@@ -153,9 +153,12 @@ def known_goal(results: Iterable[MetricResult]) -> Goal | None:
 async def infer_goal(thread: Thread, judge: Judge) -> Goal:
     """Ask the judge for the user's goal, as `task_success` does (its first step)."""
     transcript = render_thread(thread, Limits(budget_tokens=judge.settings.transcript_budget)).text
-    request = JudgeRequest("task_success", transcript, GOAL_INSTRUCTIONS, GOAL_SCHEMA, thread.key)
-    goal, _ = await judge.ask(request, parse_goal)
-    return Goal(goal, "judge")
+    step = task_success.Goal
+    request = JudgeRequest(
+        "task_success", transcript, task_success.GOAL_INSTRUCTIONS, step.response_schema(), thread.key
+    )
+    answer, _ = await judge.ask(request, step.parser())
+    return Goal(answer.goal, "judge")
 
 
 async def goal_of(failed: FailedThread, judge: Judge | None) -> Goal:

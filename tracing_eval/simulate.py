@@ -21,28 +21,30 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import openai
 
 from tracing_eval.config import Settings
 from tracing_eval.judge import JudgeClient
-from tracing_eval.metrics.judged.base import Judge, JudgeError, JudgeRequest, MalformedAnswer, label_of, text_of
+from tracing_eval.metrics.judged.answers import Answer, Text, one_of
+from tracing_eval.metrics.judged.base import Judge, JudgeError, JudgeRequest, MalformedAnswer
 from tracing_eval.offline import JudgeUnavailable, check_judge
 from tracing_eval.scenarios import Scenario
 
 Message = dict[str, Any]
 STATUSES = ("continue", "goal_reached", "gave_up")
-MOVE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "reason": {"type": "string"},
-        "status": {"type": "string", "enum": list(STATUSES)},
-        "message": {"type": "string"},
-    },
-    "required": ["reason", "status", "message"],
-    "additionalProperties": False,
-}
+
+
+class MoveAnswer(Answer):
+    """The simulated user's move: why, whether to go on, and the next message."""
+
+    reason: Text
+    status: Annotated[str, one_of(STATUSES)]
+    message: Text
+
+
+MOVE_SCHEMA = MoveAnswer.response_schema()
 USER_INSTRUCTIONS = """\
 TASK: you now play the USER in this conversation with an AI assistant. Do not evaluate it.
 The user's goal: {goal}
@@ -199,9 +201,11 @@ def render_conversation(conversation: list[Message]) -> str:
 
 
 def parse_move(first: bool) -> Callable[[Any], Move]:
+    read = MoveAnswer.parser()
+
     def parse(data: Any) -> Move:
-        status = label_of(data, "status", dict.fromkeys(STATUSES, 0.0))
-        message = text_of(data, "message")
+        answer = read(data)
+        status, message = answer.status, answer.message
         if status == "continue" or first:
             if not message:
                 raise MalformedAnswer("'message' must hold the user's next message")

@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from tracing_eval.cli import main
-from tracing_eval.metrics.deterministic import RefusalLoop, UserFriction
+from tracing_eval.metrics.deterministic.refusal_loop import RefusalLoop
+from tracing_eval.metrics.deterministic.user_friction import UserFriction
 from tracing_eval.transcripts import thread_from_json_line
 
 REFUSAL = "I'm sorry, but I can't help with that request."

@@ -5,8 +5,10 @@ from typing import Any
 import pytest
 
 from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
-from tracing_eval.metrics.judged.completeness import NAME, Completeness
+from tracing_eval.metrics.judged.completeness import Completeness
 from tracing_eval.model import MetricResult, Scope, Status
+
+NAME = Completeness.name
 
 THREAD = chat(
     "I need to change my delivery address and check my refund.",
@@ -113,7 +115,7 @@ async def test_malformed_twice_is_an_error_not_a_score(bad: dict[str, Any]) -> N
 
 async def test_unknown_label_reason_names_the_labels() -> None:
     result, _ = await run(answer(intention("done", 1)), answer(intention("done", 1)))
-    assert "'status' must be one of fulfilled, withdrawn, unfulfilled" in result.reason
+    assert "'intentions.0.status' must be one of fulfilled, withdrawn, unfulfilled" in result.reason
 
 
 @pytest.mark.parametrize("texts", [("hello",), ()])

@@ -18,9 +18,11 @@ import pytest
 
 from tests.judged.fakes import ScriptedJudge, judge_context
 from tracing_eval.judge import SYSTEM_PROMPT
-from tracing_eval.metrics.judged.failure_rate import NAME, FailureRate
+from tracing_eval.metrics.judged.failure_rate import FailureRate
 from tracing_eval.model import Thread
 from tracing_eval.transcripts import thread_from_messages
+
+NAME = FailureRate.name
 
 ISSUE_CASE = (
     "I need to fly to Boston on Friday.\n[3] assistant (turn 1): I have booked your flight BOS-221 for Friday, "

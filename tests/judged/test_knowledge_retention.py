@@ -6,8 +6,10 @@ import pytest
 
 from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.metrics.deterministic.reask import Reask
-from tracing_eval.metrics.judged.knowledge_retention import NAME, KnowledgeRetention
+from tracing_eval.metrics.judged.knowledge_retention import KnowledgeRetention
 from tracing_eval.model import MetricResult, Status, Thread
+
+NAME = KnowledgeRetention.name
 
 # The article's return chat: the order number given at [2] is asked for again at [7].
 RETURN = chat(
@@ -135,7 +137,7 @@ async def test_malformed_twice_is_an_error(bad: dict[str, Any]) -> None:
 
 async def test_unknown_label_reason_names_the_labels() -> None:
     result, _ = await run(answer(0, verdict(7, "amnesia")), answer(0, verdict(7, "amnesia")))
-    assert "'verdict' must be one of ok, forgot, contradicted" in result.reason
+    assert "'verdicts.0.verdict' must be one of ok, forgot, contradicted" in result.reason
 
 
 async def test_reask_after_malformed_answer_sums_usage() -> None:

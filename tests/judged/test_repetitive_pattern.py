@@ -8,9 +8,11 @@ from tests.judged.fakes import ScriptedJudge, chat, judge_context, question_of, 
 from tracing_eval.metrics.deterministic.refusal_loop import RefusalLoop
 from tracing_eval.metrics.deterministic.repetition import Repetition
 from tracing_eval.metrics.judged.base import V5_MINUS, JudgedMetric
-from tracing_eval.metrics.judged.repetitive_pattern import GATE_MAX_SIMILARITY, NAME, RepetitivePattern
+from tracing_eval.metrics.judged.repetitive_pattern import GATE_MAX_SIMILARITY, RepetitivePattern
 from tracing_eval.model import MetricResult, Status, Thread, score_result
 from tracing_eval.transcripts import thread_from_messages
+
+NAME = RepetitivePattern.name
 
 TRIED = "Have you tried clearing the cache and restarting the app?"
 CLEAR = "Please clear the cache and restart the app."

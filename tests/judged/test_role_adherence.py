@@ -5,8 +5,10 @@ from typing import Any
 import pytest
 
 from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
-from tracing_eval.metrics.judged.role_adherence import NAME, RoleAdherence
+from tracing_eval.metrics.judged.role_adherence import RoleAdherence
 from tracing_eval.model import MetricResult, Status, Thread
+
+NAME = RoleAdherence.name
 
 SYSTEM = "You are Ava, the support assistant of Acme Bank. Only discuss Acme accounts and cards."
 THREAD = chat(

@@ -7,15 +7,11 @@ import pytest
 
 from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.base import V5_PLUS, JudgedMetric
-from tracing_eval.metrics.judged.task_success import (
-    CRITERIA_SCHEMA,
-    GOAL_SCHEMA,
-    NAME,
-    TaskSuccess,
-    verdict_schema_for,
-)
+from tracing_eval.metrics.judged.task_success import Criteria, Goal, TaskSuccess, verdicts_answer
 from tracing_eval.model import MetricResult, Status, Thread
 from tracing_eval.transcripts import thread_from_json_line
+
+NAME = TaskSuccess.name
 
 MESSAGES = (
     "Book me a flight to Paris for next Monday.",
@@ -47,8 +43,8 @@ def test_spec_and_schemas() -> None:
     metric = TaskSuccess()
     assert isinstance(metric, JudgedMetric)
     assert (metric.spec.name, metric.spec.tier, metric.spec.threshold) == ("task_success", "judge", 0.7)
-    two = verdict_schema_for(2)
-    for schema in (GOAL_SCHEMA, CRITERIA_SCHEMA, two):
+    two = verdicts_answer(2).response_schema()
+    for schema in (Goal.response_schema(), Criteria.response_schema(), two):
         assert strict_schema_problems(schema) == [] and verdict_last(schema)
     assert list(two["properties"]) == ["criterion_1", "criterion_2"]  # exactly one verdict per criterion
     assert two["properties"]["criterion_1"]["properties"]["verdict"]["enum"] == list(V5_PLUS)
@@ -176,7 +172,11 @@ async def test_a_missing_verdict_then_all_of_them_is_ok() -> None:
 async def test_unknown_verdict_label_is_an_error() -> None:
     opts = {"task_description": TASK, "success_criteria": ["Booked"]}
     result, _ = await run(THREAD, verdicts("done"), verdicts("yes"), options=opts)
-    assert result.status == Status.ERROR and "'verdict' must be one of" in result.reason and "yes" in result.reason
+    assert (
+        result.status == Status.ERROR
+        and "'criterion_1.verdict' must be one of" in result.reason
+        and "yes" in result.reason
+    )
 
 
 async def test_too_many_criteria_is_malformed() -> None:

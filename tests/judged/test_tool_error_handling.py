@@ -9,9 +9,11 @@ import pytest
 from tests.fakes.openai_server import Json, Reply
 from tests.judged.fakes import ScriptedJudge, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.metrics.deterministic.tool_errors import ToolErrors
-from tracing_eval.metrics.judged.tool_error_handling import NAME, ToolErrorHandling
+from tracing_eval.metrics.judged.tool_error_handling import ToolErrorHandling
 from tracing_eval.model import MetricResult, Scope, Status, Thread
 from tracing_eval.transcripts import thread_from_messages
+
+NAME = ToolErrorHandling.name
 
 
 def user(text: str) -> dict[str, Any]:

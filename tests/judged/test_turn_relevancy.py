@@ -8,8 +8,10 @@ from typing import Any
 from tests.fakes.openai_server import Json, Reply
 from tests.judged.fakes import ScriptedJudge, Sent, chat, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.transcript import SYSTEM_NOT_SHOWN
-from tracing_eval.metrics.judged.turn_relevancy import NAME, TurnRelevancy
+from tracing_eval.metrics.judged.turn_relevancy import TurnRelevancy
 from tracing_eval.model import MetricResult, Scope, Status, Thread
+
+NAME = TurnRelevancy.name
 
 TEXTS = (
     "I want to return a damaged order.",

@@ -7,13 +7,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tracing_eval.config import DETERMINISTIC_PACK
 from tracing_eval.metrics.base import Metric
-from tracing_eval.metrics.deterministic import DETERMINISTIC_METRICS
+from tracing_eval.metrics.registry import metric_classes
 from tracing_eval.model import MetricResult, Scope, Status, Thread
 from tracing_eval.transcripts import thread_from_json_line, thread_from_messages
 
 DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
 NAMES = ["repetition", "reask", "refusal_loop", "tool_errors", "user_friction", "response_hygiene", "thread_stats"]
+DETERMINISTIC_METRICS = {name: metric_classes()[name] for name in NAMES}
 
 #: evidence keys every `ok` thread result of a metric carries
 THREAD_EVIDENCE = {
@@ -81,7 +83,8 @@ def assert_contract(thread: Thread, results: list[MetricResult]) -> None:
 
 
 def test_names_in_order_and_specs() -> None:
-    assert list(DETERMINISTIC_METRICS) == NAMES
+    assert DETERMINISTIC_PACK == NAMES
+    assert {n for n, cls in metric_classes().items() if cls.tier == "deterministic"} == set(NAMES)
     for name, metric in zip(NAMES, all_metrics(), strict=True):
         assert isinstance(metric, Metric)
         assert metric.spec.name == name

@@ -239,7 +239,7 @@ def test_a_bare_answer_that_is_not_a_name_does_not_fill_the_name_slot() -> None:
 
 def test_value_inside_a_longer_code_and_an_unrelated_not_found_do_not_excuse_a_reask() -> None:
     """Regression: order A48213 inside tracking number 1Z84A48213... and 'address not found' from a tool."""
-    from tracing_eval.metrics.deterministic import Reask
+    from tracing_eval.metrics.deterministic.reask import Reask
     from tracing_eval.transcripts import thread_from_messages
 
     thread = thread_from_messages(

@@ -3,7 +3,6 @@
 import pytest
 
 from tracing_eval.metrics.deterministic.refusal_loop import (
-    VERSION,
     WEIGHTS,
     RefusalLoop,
     is_refusal,
@@ -34,7 +33,7 @@ def run(*replies: str, users: list[str] | None = None):
 
 def test_weights_and_version() -> None:
     assert WEIGHTS == {"none": 1.0, "partial": 0.7, "fully": 0.0}
-    assert VERSION == "2"
+    assert RefusalLoop.version == "2"
 
 
 def test_bare_refusal_loop_is_fully() -> None:

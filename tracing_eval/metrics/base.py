@@ -1,9 +1,14 @@
-"""The metric protocol and the registry of metrics by name."""
+"""The metric base: a metric declares itself by class attributes and registers by subclassing.
+
+A concrete metric is a subclass of `MetricBase` that sets `name` (once, in its class); defining the
+class adds it to the registry (`tracing_eval.metrics.registry`). Classes without their own `name`
+are bases (`QuestionMetric`, `VerdictMetric`) and are not registered.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from tracing_eval.model import MetricResult, Thread
 
@@ -35,6 +40,13 @@ class MetricBase:
     default_threshold: ClassVar[float | None] = 0.7
     description: ClassVar[str]
     needs_answer: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:  # a metric names itself; a base class does not
+            from tracing_eval.metrics.registry import register
+
+            register(cls)
 
     def __init__(self, threshold: float | None = None) -> None:
         self.spec = MetricSpec(

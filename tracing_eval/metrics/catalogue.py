@@ -1,18 +1,20 @@
-"""The metric catalogue: every metric the engine knows, by name, split into its two tiers."""
+"""The metrics of a run, built by name from the registry, split into their two tiers."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from tracing_eval.config import ConfigError, Settings
+from tracing_eval.config import ENV_PREFIX, ConfigError, Settings
 from tracing_eval.metrics.base import Metric
-from tracing_eval.metrics.deterministic import DETERMINISTIC_METRICS
-from tracing_eval.metrics.judged import JUDGED_METRICS, criterion_metric
+from tracing_eval.metrics.judged import criterion_metric
 from tracing_eval.metrics.judged.base import JudgedMetric
+from tracing_eval.metrics.registry import metric_classes
 
 CRITERION_PREFIX = "criterion:"
+#: where the metric names of a run come from, as the config error names it
+ENABLED_KEY = f"[metrics] enabled ({ENV_PREFIX}METRICS__ENABLED)"
 
 
 @dataclass
@@ -29,7 +31,8 @@ class MetricSet:
 
 
 def known_names(settings: Settings) -> list[str]:
-    return [*DETERMINISTIC_METRICS, *JUDGED_METRICS, *(CRITERION_PREFIX + c.name for c in settings.metrics.criteria)]
+    """Every metric a run may name: the registered ones, then the configured criteria."""
+    return [*metric_classes(), *(CRITERION_PREFIX + c.name for c in settings.metrics.criteria)]
 
 
 def build_metrics(settings: Settings, names: Sequence[str] | None = None) -> MetricSet:
@@ -38,16 +41,20 @@ def build_metrics(settings: Settings, names: Sequence[str] | None = None) -> Met
     criteria = {CRITERION_PREFIX + c.name: c for c in settings.metrics.criteria}
     if names is None:
         wanted += [n for n in criteria if n not in wanted]
-    unknown = [n for n in wanted if n not in DETERMINISTIC_METRICS and n not in JUDGED_METRICS and n not in criteria]
+    classes = metric_classes()
+    unknown = [n for n in wanted if n not in classes and n not in criteria]
     if unknown:
-        raise ConfigError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(known_names(settings))}")
+        where = f" in {ENABLED_KEY}" if names is None else ""
+        raise ConfigError(f"unknown metric(s) {', '.join(unknown)}{where}; known: {', '.join(known_names(settings))}")
     thresholds = settings.metrics.thresholds
     out = MetricSet(options={n: dict(v) for n, v in settings.metrics.options.items()})
     for name in wanted:
-        if name in DETERMINISTIC_METRICS:
-            out.deterministic.append(DETERMINISTIC_METRICS[name](thresholds.get(name)))
-        elif name in criteria:
+        if name in criteria:
             out.judged.append(criterion_metric(criteria[name]))
+            continue
+        metric = classes[name](thresholds.get(name))
+        if metric.tier == "judge":
+            out.judged.append(cast(JudgedMetric, metric))
         else:
-            out.judged.append(JUDGED_METRICS[name](thresholds.get(name)))
+            out.deterministic.append(cast(Metric, metric))
     return out

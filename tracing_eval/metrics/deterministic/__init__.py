@@ -1,36 +1,19 @@
 """The deterministic metric tier: no API key, pure functions over a thread, fast.
 
-`DETERMINISTIC_METRICS` maps each stable metric name to its class; a class takes an optional
-threshold (None = the metric's default) and satisfies the `Metric` protocol.
+Each module below defines one metric class (a `MetricBase` subclass with its `name`), which
+registers it (`tracing_eval.metrics.registry`); a class takes an optional threshold (None = the
+metric's default) and satisfies the `Metric` protocol. A new built-in metric is one module here
+and one name in this import.
 """
 
 from __future__ import annotations
 
-from tracing_eval.metrics.deterministic.reask import Reask
-from tracing_eval.metrics.deterministic.refusal_loop import RefusalLoop
-from tracing_eval.metrics.deterministic.repetition import Repetition
-from tracing_eval.metrics.deterministic.response_hygiene import ResponseHygiene
-from tracing_eval.metrics.deterministic.thread_stats import ThreadStats
-from tracing_eval.metrics.deterministic.tool_errors import ToolErrors
-from tracing_eval.metrics.deterministic.user_friction import UserFriction
-
-DETERMINISTIC_METRICS: dict[str, type] = {
-    "repetition": Repetition,
-    "reask": Reask,
-    "refusal_loop": RefusalLoop,
-    "tool_errors": ToolErrors,
-    "user_friction": UserFriction,
-    "response_hygiene": ResponseHygiene,
-    "thread_stats": ThreadStats,
-}
-
-__all__ = [
-    "DETERMINISTIC_METRICS",
-    "Reask",
-    "RefusalLoop",
-    "Repetition",
-    "ResponseHygiene",
-    "ThreadStats",
-    "ToolErrors",
-    "UserFriction",
-]
+from tracing_eval.metrics.deterministic import (  # noqa: F401  (importing a metric's module registers it)
+    reask,
+    refusal_loop,
+    repetition,
+    response_hygiene,
+    thread_stats,
+    tool_errors,
+    user_friction,
+)

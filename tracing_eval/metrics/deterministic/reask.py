@@ -24,10 +24,9 @@ from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import slots
 from tracing_eval.metrics.deterministic.languages import maybe_elsewhere, uncovered_language, words
 from tracing_eval.metrics.deterministic.views import Located, located, replies
-from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
+from tracing_eval.metrics.results import not_applicable, ok
+from tracing_eval.model import MetricResult, Thread
 
-NAME = "reask"
-VERSION = "2"
 #: languages whose slot names and ways of asking `slots` knows
 LANGUAGES: tuple[str, ...] = ("en", "es", "fr", "de", "pt", "it")
 DEFAULT_THRESHOLD = 0.7
@@ -186,8 +185,8 @@ def find_asks(thread: Thread, *, elsewhere: bool | None = None) -> list[Ask]:
 class Reask(MetricBase):
     """Binary: did the assistant ask again for a value the user had already given?"""
 
-    name = NAME
-    version = VERSION
+    name = "reask"
+    version = "2"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
@@ -196,7 +195,7 @@ class Reask(MetricBase):
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         reply_turns = {t.index for t in thread.turns if t.assistant_text.strip()}
         if not reply_turns:
-            return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
+            return [not_applicable(self.spec, "no assistant replies with text")]
         texts = replies(thread)
         unread: dict[int, str] = {}
         elsewhere = False
@@ -208,10 +207,9 @@ class Reask(MetricBase):
         if texts and len(unread) == len(texts):
             return [
                 not_applicable(
-                    NAME,
+                    self.spec,
                     f"replies in a language the slot lexicons do not cover ({'; '.join(sorted(set(unread.values())))}"
                     f"; covered: {', '.join(LANGUAGES)})",
-                    version=VERSION,
                 )
             ]
         if not elsewhere:
@@ -222,11 +220,9 @@ class Reask(MetricBase):
             here = [a for a in asks if a.turn == turn]
             bad = [a for a in here if a.kind == "reask"]
             results.append(
-                score_result(
-                    NAME,
+                ok(
+                    self.spec,
                     0.0 if bad else 1.0,
-                    threshold=self.spec.threshold,
-                    scope=Scope.TURN,
                     turn_index=turn,
                     label="reask" if bad else "none",
                     reason=_turn_reason(here, bad),
@@ -234,7 +230,6 @@ class Reask(MetricBase):
                         "asks": [a.as_evidence() for a in here],
                         "reasked_messages": sorted({a.position for a in bad}),
                     },
-                    version=VERSION,
                 )
             )
         reasks = [a for a in asks if a.kind == "reask"]
@@ -258,15 +253,12 @@ class Reask(MetricBase):
             "unread_messages": sorted(unread),
         }
         results.append(
-            score_result(
-                NAME,
+            ok(
+                self.spec,
                 0.0 if reasks else 1.0,
-                threshold=self.spec.threshold,
-                scope=Scope.THREAD,
                 label="reask" if reasks else "none",
                 reason=_thread_reason(asks, reasks),
                 evidence=evidence,
-                version=VERSION,
             )
         )
         return results

@@ -21,10 +21,9 @@ from typing import Any
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import languages, lexicons
 from tracing_eval.metrics.deterministic.views import Located, replies
-from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
+from tracing_eval.metrics.results import not_applicable, ok
+from tracing_eval.model import MetricResult, Thread
 
-NAME = "refusal_loop"
-VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
 WEIGHTS: dict[str, float] = {"none": 1.0, "partial": 0.7, "fully": 0.0}
 #: how many opening sentences of a reply are read for a refusal
@@ -148,8 +147,8 @@ def verdict(flags: list[bool], kinds: list[str | None] | None = None) -> str:
 class RefusalLoop(MetricBase):
     """Thread-scope runs of refusals that leave the user without a reason or a way on."""
 
-    name = NAME
-    version = VERSION
+    name = "refusal_loop"
+    version = "2"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
@@ -158,18 +157,17 @@ class RefusalLoop(MetricBase):
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         items: list[Located] = replies(thread)
         if not items:
-            return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
+            return [not_applicable(self.spec, "no assistant replies with text")]
         readings = [read(x.text) for x in items]
         unread = {x.position: why for x, (why, _) in zip(items, readings, strict=True) if why is not None}
         if len(unread) == len(items):
             reasons = sorted(set(unread.values()))
             return [
                 not_applicable(
-                    NAME,
+                    self.spec,
                     "replies in a language the refusal lexicons do not cover ("
                     + "; ".join(reasons)
                     + f"; covered: {', '.join(lexicons.REFUSAL_LANGUAGES)})",
-                    version=VERSION,
                 )
             ]
         flags = [sentence is not None for _, sentence in readings]
@@ -200,15 +198,12 @@ class RefusalLoop(MetricBase):
             "unread_messages": sorted(unread),
         }
         return [
-            score_result(
-                NAME,
+            ok(
+                self.spec,
                 WEIGHTS[label],
-                threshold=self.spec.threshold,
-                scope=Scope.THREAD,
                 label=label,
                 reason=_reason(label, flags, kinds, longest, len(unread)),
                 evidence=evidence,
-                version=VERSION,
             )
         ]
 

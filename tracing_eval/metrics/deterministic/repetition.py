@@ -42,11 +42,10 @@ from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
 from tracing_eval.metrics.deterministic.similarity import stem, tokens
 from tracing_eval.metrics.deterministic.views import Located, replies
-from tracing_eval.model import MetricResult, Scope, Thread, Turn, not_applicable, score_result
+from tracing_eval.metrics.results import not_applicable, ok
+from tracing_eval.model import MetricResult, Thread, Turn
 from tracing_eval.text import sentence_words, sentences, word_units
 
-NAME = "repetition"
-VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
 
 #: The seed's inverted verdict scale (RepetitivePatternDetection): higher is better.
@@ -504,8 +503,8 @@ def user_repeats(ctx: Context, turns: list[int]) -> list[int]:
 class Repetition(MetricBase):
     """Thread-scope repetition between assistant replies, sentence by sentence (V5−)."""
 
-    name = NAME
-    version = VERSION
+    name = "repetition"
+    version = "2"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
@@ -514,16 +513,12 @@ class Repetition(MetricBase):
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         all_replies = replies(thread)
         if not all_replies:
-            return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
+            return [not_applicable(self.spec, "no assistant replies with text")]
         ctx = Context.of(thread)
         found = analyse(all_replies, ctx)
         items = found.compared
         if len(items) < 2:
-            return [
-                not_applicable(
-                    NAME, f"fewer than two replies with {MIN_SENTENCE_TOKENS}+ content words", version=VERSION
-                )
-            ]
+            return [not_applicable(self.spec, f"fewer than two replies with {MIN_SENTENCE_TOKENS}+ content words")]
         label = verdict(found.repeats, items)
         evidence = {
             "repeated_messages": sorted(p.repeat.position for p in found.repeats),
@@ -538,15 +533,12 @@ class Repetition(MetricBase):
             "replies_compared": len(items),
         }
         return [
-            score_result(
-                NAME,
+            ok(
+                self.spec,
                 WEIGHTS[label],
-                threshold=self.spec.threshold,
-                scope=Scope.THREAD,
                 label=label,
                 reason=_reason(label, found.repeats, len(items), found.max_similarity),
                 evidence=evidence,
-                version=VERSION,
             )
         ]
 

@@ -18,11 +18,10 @@ from functools import lru_cache
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.languages import latin_language
-from tracing_eval.model import MetricResult, Scope, Thread, Turn, not_applicable, score_result
+from tracing_eval.metrics.results import not_applicable, ok
+from tracing_eval.model import MetricResult, Thread, Turn
 from tracing_eval.text import script_of as text_script_of
 
-NAME = "response_hygiene"
-VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
 CHECKS = ("empty", "truncated", "placeholder", "language")
 
@@ -127,8 +126,8 @@ def check_turn(turn: Turn) -> dict[str, str]:
 class ResponseHygiene(MetricBase):
     """Binary per-turn hygiene of the reply; the thread score is the share of clean turns."""
 
-    name = NAME
-    version = VERSION
+    name = "response_hygiene"
+    version = "2"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
@@ -142,11 +141,9 @@ class ResponseHygiene(MetricBase):
             if not turn.assistant_messages:
                 results.append(
                     not_applicable(
-                        NAME,
+                        self.spec,
                         "no assistant message in this turn",
-                        scope=Scope.TURN,
                         turn_index=turn.index,
-                        version=VERSION,
                     )
                 )
                 continue
@@ -155,29 +152,24 @@ class ResponseHygiene(MetricBase):
             for check in failing:
                 bad_turns[check].append(turn.index)
             results.append(
-                score_result(
-                    NAME,
+                ok(
+                    self.spec,
                     0.0 if failing else 1.0,
-                    threshold=self.spec.threshold,
-                    scope=Scope.TURN,
                     turn_index=turn.index,
                     label=next(iter(failing)) if failing else "clean",
                     reason="; ".join(failing.values()) if failing else "reply passes every check",
                     evidence={"failing": sorted(failing), "details": failing},
-                    version=VERSION,
                 )
             )
         if checked == 0:
-            results.append(not_applicable(NAME, "no assistant replies", version=VERSION))
+            results.append(not_applicable(self.spec, "no assistant replies"))
             return results
         flagged = sorted({t for turns in bad_turns.values() for t in turns})
         clean = checked - len(flagged)
         results.append(
-            score_result(
-                NAME,
+            ok(
+                self.spec,
                 clean / checked,
-                threshold=self.spec.threshold,
-                scope=Scope.THREAD,
                 label="clean" if not flagged else "issues",
                 reason=f"{clean} of {checked} replies are clean"
                 + ("" if not flagged else "; " + ", ".join(f"{c}: {len(t)}" for c, t in bad_turns.items() if t)),
@@ -186,7 +178,6 @@ class ResponseHygiene(MetricBase):
                     "turns_checked": checked,
                     "failing_turns": {c: t for c, t in bad_turns.items() if t},
                 },
-                version=VERSION,
             )
         )
         return results

@@ -18,9 +18,6 @@ from tracing_eval.metrics.deterministic.response_hygiene import ends_in_handoff
 from tracing_eval.metrics.deterministic.user_friction import shouting
 from tracing_eval.model import MetricResult, Scope, Thread
 
-NAME = "thread_stats"
-VERSION = "2"
-
 #: a last user message that closes the conversation is not abandonment
 CLOSING = re.compile(
     r"^\W*(?:ok(?:ay)?|thanks?|thank you|thx|great|perfect|bye|goodbye|cheers|got it|that'?s all|no,? that'?s it)\b"
@@ -106,8 +103,8 @@ def stats(thread: Thread) -> dict[str, Any]:
 class ThreadStats(MetricBase):
     """Thread-scope raw statistics: turns, messages, tool calls, latency, tokens, abandonment (no pass/fail)."""
 
-    name = NAME
-    version = VERSION
+    name = "thread_stats"
+    version = "2"
     tier = "deterministic"
     scopes = ("thread",)
     needs_answer = False
@@ -121,8 +118,8 @@ class ThreadStats(MetricBase):
             reason += "; the user left without a closing"
         return [
             MetricResult(
-                metric=NAME,
-                metric_version=VERSION,
+                metric=self.name,
+                metric_version=self.version,
                 scope=Scope.THREAD,
                 score=None,
                 passed=None,

@@ -22,10 +22,9 @@ import orjson
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.views import located
-from tracing_eval.model import MetricResult, Scope, Thread, ToolCall, Turn, not_applicable, score_result
+from tracing_eval.metrics.results import not_applicable, ok
+from tracing_eval.model import MetricResult, Scope, Thread, ToolCall, Turn
 
-NAME = "tool_errors"
-VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
 LOOP_HALF = 3
 LOOP_ZERO = 6
@@ -223,8 +222,8 @@ def _label(score: float, failed: int, masked: bool, repeated: bool, unrec: int, 
 class ToolErrors(MetricBase):
     """Tool-call failures per turn and per thread; not applicable without tool calls."""
 
-    name = NAME
-    version = VERSION
+    name = "tool_errors"
+    version = "2"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
@@ -233,7 +232,7 @@ class ToolErrors(MetricBase):
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         calls = calls_of(thread)
         if not calls:
-            return [not_applicable(NAME, "the thread has no tool calls", version=VERSION)]
+            return [not_applicable(self.spec, "the thread has no tool calls")]
         context = context_of(thread)
         results: list[MetricResult] = []
         masked_turns: list[int] = []
@@ -276,16 +275,13 @@ class ToolErrors(MetricBase):
         }
         if masked_turns is not None:
             evidence["masked_turns"] = masked_turns
-        return score_result(
-            NAME,
+        return ok(
+            self.spec,
             score,
-            threshold=self.spec.threshold,
-            scope=scope,
             turn_index=turn_index,
             label=label,
             reason=_reason(len(calls), len(failed), len(unrec), masked, repeated, identical),
             evidence=evidence,
-            version=VERSION,
         )
 
 

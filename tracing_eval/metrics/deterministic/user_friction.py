@@ -26,10 +26,9 @@ from tracing_eval.metrics.deterministic.languages import uncovered_language
 from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS, OTHER_LANGUAGE_WORDS, STOP_WORDS
 from tracing_eval.metrics.deterministic.similarity import stem
 from tracing_eval.metrics.deterministic.similarity import words as all_words
-from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
+from tracing_eval.metrics.results import not_applicable, ok
+from tracing_eval.model import MetricResult, Thread
 
-NAME = "user_friction"
-VERSION = "2"
 DEFAULT_THRESHOLD = 0.7
 REPEAT = 0.75
 WINDOW = 2
@@ -133,8 +132,8 @@ def other_language(text: str, plain: frozenset[str] | None = None) -> str | None
 class UserFriction(MetricBase):
     """Per user turn friction flags and the thread's friction rate."""
 
-    name = NAME
-    version = VERSION
+    name = "user_friction"
+    version = "2"
     tier = "deterministic"
     scopes = ("turn", "thread")
     needs_answer = False
@@ -147,7 +146,7 @@ class UserFriction(MetricBase):
     def evaluate(self, thread: Thread) -> list[MetricResult]:
         user_turns = [t for t in thread.turns if t.user_text.strip()]
         if not user_turns:
-            return [not_applicable(NAME, "no user messages", version=VERSION)]
+            return [not_applicable(self.spec, "no user messages")]
         results: list[MetricResult] = []
         earlier: list[frozenset[str]] = []
         flagged: list[int] = []
@@ -163,11 +162,9 @@ class UserFriction(MetricBase):
                 earlier.append(words)
                 results.append(
                     not_applicable(
-                        NAME,
+                        self.spec,
                         f"{language}: the friction lexicon is English",
-                        scope=Scope.TURN,
                         turn_index=turn.index,
-                        version=VERSION,
                     )
                 )
                 continue
@@ -178,30 +175,25 @@ class UserFriction(MetricBase):
                 flagged.append(turn.index)
                 per_turn.append({"turn": turn.index, "flags": flags})
             results.append(
-                score_result(
-                    NAME,
+                ok(
+                    self.spec,
                     0.0 if flags else 1.0,
-                    threshold=self.spec.threshold,
-                    scope=Scope.TURN,
                     turn_index=turn.index,
                     label="friction" if flags else "none",
                     reason=("user turn shows " + ", ".join(flags))
                     if flags
                     else ("the opening message reacts to no reply" if k == 0 else "no friction signal"),
                     evidence={"flags": flags, "counted_in_rate": k > 0},
-                    version=VERSION,
                 )
             )
         if counted == 0:
-            results.append(not_applicable(NAME, "fewer than two user turns in a covered language", version=VERSION))
+            results.append(not_applicable(self.spec, "fewer than two user turns in a covered language"))
             return results
         rate = len(flagged) / counted
         results.append(
-            score_result(
-                NAME,
+            ok(
+                self.spec,
                 1.0 - rate,
-                threshold=self.spec.threshold,
-                scope=Scope.THREAD,
                 label="friction" if flagged else "none",
                 reason=f"{len(flagged)} of {counted} follow-up user turns show friction",
                 evidence={
@@ -210,7 +202,6 @@ class UserFriction(MetricBase):
                     "flags": per_turn,
                     "user_turns": len(user_turns),
                 },
-                version=VERSION,
             )
         )
         return results

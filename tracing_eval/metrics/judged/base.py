@@ -17,7 +17,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from tracing_eval.config import JudgeSettings
 from tracing_eval.metrics.base import MetricSpec
 from tracing_eval.metrics.judged.transcript import Rendered, Transcripts
-from tracing_eval.model import MetricResult, Scope, Status, Thread
+from tracing_eval.metrics.results import ok
+from tracing_eval.model import MetricResult, Status, Thread
 
 T = TypeVar("T")
 
@@ -132,32 +133,6 @@ def with_usage(result: MetricResult, usage: JudgeUsage, model: str) -> MetricRes
     return result
 
 
-def judge_error(spec: MetricSpec, exc: Exception, *, turn_index: int | None = None) -> MetricResult:
-    """A judged metric that failed: status error with the reason, never a default score."""
-    return MetricResult(
-        metric=spec.name,
-        metric_version=spec.version,
-        scope=Scope.THREAD if turn_index is None else Scope.TURN,
-        turn_index=turn_index,
-        status=Status.ERROR,
-        error=f"{type(exc).__name__}: {exc}",
-        reason=f"judge failed: {exc}",
-        threshold=spec.threshold,
-    )
-
-
-def skipped(spec: MetricSpec, reason: str, *, turn_index: int | None = None) -> MetricResult:
-    return MetricResult(
-        metric=spec.name,
-        metric_version=spec.version,
-        scope=Scope.THREAD if turn_index is None else Scope.TURN,
-        turn_index=turn_index,
-        status=Status.SKIPPED,
-        reason=reason,
-        threshold=spec.threshold,
-    )
-
-
 MAX_ENUM = 150  # message numbers listed as an enum up to this many (OpenAI caps enum values per schema)
 
 
@@ -181,17 +156,6 @@ def strict_object(properties: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def verdict_schema(scale: Mapping[str, float], details: str, item: Mapping[str, Any]) -> dict[str, Any]:
-    """`{<details>: [item], reason, verdict}`: the evidence and the reason come before the verdict."""
-    return strict_object(
-        {
-            details: {"type": "array", "items": dict(item)},
-            "reason": {"type": "string"},
-            "verdict": {"type": "string", "enum": list(scale)},
-        }
-    )
-
-
 def annotate(result: MetricResult, rendered: Rendered | None, injection: list[dict[str, Any]]) -> MetricResult:
     """Record on a result what its transcript left out and which messages tried to steer the judge."""
     notes = rendered.notes() if rendered is not None else {}
@@ -200,41 +164,6 @@ def annotate(result: MetricResult, rendered: Rendered | None, injection: list[di
     if injection:
         result.evidence["suspected_injection"] = injection
     return result
-
-
-def items_of(data: Any, key: str) -> list[dict[str, Any]]:
-    """A list-of-objects field of the answer; anything else is a malformed answer."""
-    value = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise MalformedAnswer(f"{key!r} must be a list of objects; got {value!r}")
-    return value
-
-
-def numbers_of(data: Any, key: str, valid: Collection[int]) -> list[int]:
-    """A list of message numbers under `key`; each must be in `valid` (else MalformedAnswer)."""
-    value = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in value):
-        raise MalformedAnswer(f"{key!r} must be a list of message numbers; got {value!r}")
-    unknown = sorted(set(value) - set(valid))
-    if unknown:
-        raise MalformedAnswer(f"message numbers {unknown} are not valid here")
-    return sorted(set(value))
-
-
-def number_of(data: Any, key: str, valid: Collection[int]) -> int:
-    """One message number under `key`, which must be in `valid` (else MalformedAnswer)."""
-    value = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(value, int) or isinstance(value, bool) or value not in valid:
-        raise MalformedAnswer(f"{key!r} must be one of the message numbers {sorted(valid)}; got {value!r}")
-    return value
-
-
-def text_of(data: Any, key: str) -> str:
-    """A string field of the answer (stripped); anything else is a malformed answer."""
-    value = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(value, str):
-        raise MalformedAnswer(f"{key!r} must be a string; got {value!r}")
-    return value.strip()
 
 
 def reuse_prior(
@@ -259,28 +188,7 @@ def reuse_prior(
         or prior.judge_model not in (None, ctx.judge.model)
     ):
         return None
-    result = MetricResult(
-        metric=spec.name,
-        metric_version=spec.version,
-        scope=Scope.TURN,
-        turn_index=turn_index,
-        score=prior.score,
-        label=prior.label,
-        passed=None if spec.threshold is None else prior.score >= spec.threshold,
-        threshold=spec.threshold,
-        reason=prior.reason,
-        evidence={**prior.evidence, **(evidence or {}), "reused": True},
-        judge_model=prior.judge_model,
-        input_hash=key,
-    )
+    found = {**prior.evidence, **(evidence or {}), "reused": True}
+    result = ok(spec, prior.score, turn_index=turn_index, label=prior.label, reason=prior.reason, evidence=found)
+    result.judge_model, result.input_hash = prior.judge_model, key
     return result
-
-
-def label_of(data: Any, key: str, scale: Mapping[str, float]) -> str:
-    """The label under `key`, which must be one of the scale's labels (else MalformedAnswer)."""
-    if not isinstance(data, dict):
-        raise MalformedAnswer("the answer must be a JSON object")
-    value = data.get(key)
-    if not isinstance(value, str) or value.strip().lower() not in scale:
-        raise MalformedAnswer(f"{key!r} must be one of {', '.join(scale)}; got {value!r}")
-    return value.strip().lower()

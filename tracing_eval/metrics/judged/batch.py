@@ -18,10 +18,10 @@ from tracing_eval.metrics.judged.base import (
     JudgeRequest,
     JudgeUsage,
     MalformedAnswer,
-    judge_error,
     strict_object,
 )
 from tracing_eval.metrics.judged.question import Question, settle
+from tracing_eval.metrics.results import failed
 from tracing_eval.model import MetricResult, Thread
 
 METRIC = "thread_metrics"  # the metric name a batched call is counted under
@@ -106,7 +106,7 @@ async def ask_batch(questions: list[Question[Any]], thread: Thread, ctx: JudgeCo
                 if name in parts.errors
                 else str(failure)
             )
-            results = [judge_error(q.spec, JudgeError(why))]
+            results = [failed(q.spec, JudgeError(why), "judge failed")]
         settled = settle(results, share, rendered, ctx)
         for r in settled:
             r.evidence["batched_with"] = [n for n in names if n != name]

@@ -8,27 +8,16 @@ pending scores 1.0. Label `complete` at 1.0, else `incomplete`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Annotated
 
 from tracing_eval.metrics.deterministic.views import located
-from tracing_eval.metrics.judged.base import (
-    JudgeContext,
-    items_of,
-    label_of,
-    message_schema,
-    numbers_of,
-    strict_object,
-    text_of,
-)
+from tracing_eval.metrics.judged.answers import Answer, Numbers, Text, one_of
+from tracing_eval.metrics.judged.base import JudgeContext
 from tracing_eval.metrics.judged.question import Question, QuestionMetric, scored
-from tracing_eval.model import MetricResult, Thread, not_applicable, score_result
+from tracing_eval.metrics.results import not_applicable, ok
+from tracing_eval.model import MetricResult, Thread
 
-NAME = "completeness"
-VERSION = "2"
 STATUSES = ("fulfilled", "withdrawn", "unfulfilled")
-_LABELS = dict.fromkeys(STATUSES, 0.0)  # label_of checks membership only
 
 INSTRUCTIONS = """\
 TASK: conversation completeness.
@@ -44,71 +33,39 @@ Answer in JSON: intentions, each with the intention, the numbers of the messages
 stated and settled, a short reason, then its status; then a one-sentence overall reason."""
 
 
-def schema(numbers: set[int]) -> dict[str, Any]:
-    item = strict_object(
-        {
-            "intention": {"type": "string"},
-            "messages": {"type": "array", "items": message_schema(numbers)},
-            "reason": {"type": "string"},
-            "status": {"type": "string", "enum": list(STATUSES)},
-        }
-    )
-    return strict_object({"intentions": {"type": "array", "items": item}, "reason": {"type": "string"}})
+class Intention(Answer):
+    intention: Text
+    messages: Numbers
+    reason: Text
+    status: Annotated[str, one_of(STATUSES)]
 
 
-@dataclass(frozen=True)
-class Intention:
-    intention: str
-    messages: list[int]
-    reason: str
-    status: str
-
-
-@dataclass(frozen=True)
-class Answer:
+class CompletenessAnswer(Answer):
     intentions: list[Intention]
-    reason: str
+    reason: Text
 
     def count(self, status: str) -> int:
         return sum(i.status == status for i in self.intentions)
 
 
-def parser(positions: set[int]) -> Callable[[Any], Answer]:
-    """Parse the answer; message numbers must exist in the thread."""
-
-    def parse(data: Any) -> Answer:
-        items = [
-            Intention(
-                text_of(raw, "intention"),
-                numbers_of(raw, "messages", positions),
-                text_of(raw, "reason"),
-                label_of(raw, "status", _LABELS),
-            )
-            for raw in items_of(data, "intentions")
-        ]
-        return Answer(items, text_of(data, "reason"))
-
-    return parse
-
-
 class Completeness(QuestionMetric):
     """Thread-scope share of the user's intentions that were met (withdrawn ones excluded)."""
 
-    name = NAME
-    version = VERSION
+    name = "completeness"
+    version = "2"
     tier = "judge"
     scopes = ("thread",)
     description = "Share of the user's intentions that the conversation fulfilled (withdrawn ones excluded)."
 
-    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Answer] | list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[CompletenessAnswer] | list[MetricResult]:
         items = located(thread)
         if not any(x.role == "user" and x.text.strip() for x in items):
-            return [not_applicable(NAME, "no user messages", version=VERSION)]
+            return [not_applicable(self.spec, "no user messages")]
         if not any(x.role == "assistant" and x.text.strip() for x in items):
-            return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
+            return [not_applicable(self.spec, "no assistant replies with text")]
         numbers = {x.position for x in items}
 
-        def result(answer: Answer) -> list[MetricResult]:
+        def result(answer: CompletenessAnswer) -> list[MetricResult]:
             fulfilled, unfulfilled = answer.count("fulfilled"), answer.count("unfulfilled")
             pending = fulfilled + unfulfilled
             score = fulfilled / pending if pending else 1.0
@@ -116,19 +73,16 @@ class Completeness(QuestionMetric):
                 "fulfilled": fulfilled,
                 "withdrawn": answer.count("withdrawn"),
                 "unfulfilled": unfulfilled,
-                "intentions": [asdict(i) for i in answer.intentions],
+                "intentions": [i.model_dump() for i in answer.intentions],
             }
             label = "complete" if score >= 1.0 else "incomplete"
-            return [
-                score_result(
-                    NAME,
-                    score,
-                    threshold=self.spec.threshold,
-                    label=label,
-                    reason=answer.reason,
-                    evidence=evidence,
-                    version=VERSION,
-                )
-            ]
+            return [ok(self.spec, score, label=label, reason=answer.reason, evidence=evidence)]
 
-        return Question(self.spec, INSTRUCTIONS, schema(numbers), parser(numbers), scored(result))
+        answer = CompletenessAnswer
+        return Question(
+            self.spec,
+            INSTRUCTIONS,
+            answer.response_schema(numbers=numbers),
+            answer.parser(numbers=numbers),
+            scored(result),
+        )

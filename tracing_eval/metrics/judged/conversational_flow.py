@@ -6,13 +6,14 @@ of per-turn scores that an average would dilute. Needs at least two exchanges.
 
 from __future__ import annotations
 
-from tracing_eval.metrics.deterministic.views import located
-from tracing_eval.metrics.judged.base import V5_PLUS, JudgeContext, message_schema, numbers_of, text_of
-from tracing_eval.metrics.judged.question import Field, Question, QuestionMetric, Verdict, verdict_question
-from tracing_eval.model import MetricResult, Thread, not_applicable
+from typing import Annotated
 
-NAME = "conversational_flow"
-VERSION = "2"
+from tracing_eval.metrics.deterministic.views import located
+from tracing_eval.metrics.judged.answers import Answer, Numbers, Text, one_of
+from tracing_eval.metrics.judged.base import V5_PLUS, JudgeContext
+from tracing_eval.metrics.judged.question import Question, VerdictMetric
+from tracing_eval.metrics.results import not_applicable
+from tracing_eval.model import MetricResult, Thread
 
 INSTRUCTIONS = """\
 TASK: conversational flow. Does the assistant pick up the user's signals turn after turn and keep \
@@ -47,27 +48,34 @@ Answer in JSON: key_issues (the problems found, each with the numbers of the mes
 shows; empty if none), then reason (one or two sentences), then verdict."""
 
 
-def fields(numbers: set[int]) -> dict[str, Field]:
+class KeyIssue(Answer):
     """A key issue: what went wrong, and the messages where it shows."""
-    return {
-        "issue": ({"type": "string"}, text_of),
-        "messages": ({"type": "array", "items": message_schema(numbers)}, lambda x, k: numbers_of(x, k, numbers)),
-    }
+
+    issue: Text
+    messages: Numbers
 
 
-class ConversationalFlow(QuestionMetric):
+class FlowAnswer(Answer):
+    key_issues: list[KeyIssue]
+    reason: Text
+    verdict: Annotated[str, one_of(V5_PLUS)]
+
+
+class ConversationalFlow(VerdictMetric):
     """Thread-scope holistic conversational flow (V5+)."""
 
-    name = NAME
-    version = VERSION
+    name = "conversational_flow"
+    version = "2"
     tier = "judge"
     scopes = ("thread",)
     default_threshold = 0.7
     description = "The conversation flows: user signals followed, coherent, no needless detours (judge, V5+)."
+    scale = V5_PLUS
+    answer = FlowAnswer
+    instructions = INSTRUCTIONS
 
-    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Verdict] | list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Answer] | list[MetricResult]:
         answered = [t for t in thread.turns if any(m.content.strip() or m.tool_calls for m in t.assistant_messages)]
         if len(answered) < 2:
-            return [not_applicable(NAME, "fewer than two exchanges with an assistant reply", version=VERSION)]
-        numbers = {x.position for x in located(thread)}
-        return verdict_question(self.spec, V5_PLUS, INSTRUCTIONS, "key_issues", fields(numbers))
+            return [not_applicable(self.spec, "fewer than two exchanges with an assistant reply")]
+        return self.ask({"numbers": {x.position for x in located(thread)}})

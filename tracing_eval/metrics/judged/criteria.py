@@ -11,15 +11,19 @@ names come from config; build instances with `criterion_metric(settings)`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import PlainValidator, WithJsonSchema
 
 from tracing_eval.config import CriterionSettings
 from tracing_eval.metrics.base import MetricSpec
 from tracing_eval.metrics.deterministic.views import replies
-from tracing_eval.metrics.judged.base import JudgeContext, MalformedAnswer, label_of, strict_object, text_of
+from tracing_eval.metrics.judged.answers import Answer, Text, one_of
+from tracing_eval.metrics.judged.base import JudgeContext
 from tracing_eval.metrics.judged.question import Question, ask_question, scored
 from tracing_eval.metrics.judged.transcript import json_string
-from tracing_eval.model import MetricResult, Thread, not_applicable, score_result
+from tracing_eval.metrics.results import not_applicable, ok
+from tracing_eval.model import MetricResult, Thread
 
 PREFIX = "criterion:"
 VERSION = "2"
@@ -40,12 +44,26 @@ Criterion (from the evaluation's configuration): {definition}
 Does the conversation above meet this criterion?
 Answer in JSON: reason (short, naming the messages [n] behind the verdict), then verdict (yes or no)."""
 
-GEVAL_SCHEMA: dict[str, Any] = strict_object(
-    {"reason": {"type": "string"}, "score": {"type": "integer", "minimum": 0, "maximum": GEVAL_MAX}}
-)
-CRITIC_SCHEMA: dict[str, Any] = strict_object(
-    {"reason": {"type": "string"}, "verdict": {"type": "string", "enum": list(_CRITIC)}}
-)
+
+def _score(value: Any) -> int:
+    """An integer from 0 to GEVAL_MAX (an integral float reads as its integer); never a boolean or a string."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= GEVAL_MAX:
+        raise ValueError(f"must be an integer from 0 to {GEVAL_MAX}; got {value!r}")
+    return value
+
+
+class GevalAnswer(Answer):
+    reason: Text
+    score: Annotated[
+        int, PlainValidator(_score), WithJsonSchema({"type": "integer", "minimum": 0, "maximum": GEVAL_MAX})
+    ]
+
+
+class CriticAnswer(Answer):
+    reason: Text
+    verdict: Annotated[str, one_of(_CRITIC)]
 
 
 @dataclass(frozen=True)
@@ -56,20 +74,10 @@ class Verdict:
     reason: str
 
 
-def parse_geval(data: Any) -> Verdict:
-    if not isinstance(data, dict):
-        raise MalformedAnswer("the answer must be a JSON object")
-    g = data.get("score")
-    if isinstance(g, float) and g.is_integer():
-        g = int(g)
-    if not isinstance(g, int) or isinstance(g, bool) or not 0 <= g <= GEVAL_MAX:
-        raise MalformedAnswer(f"'score' must be an integer from 0 to {GEVAL_MAX}; got {g!r}")
-    return Verdict(g / GEVAL_MAX, None, g, text_of(data, "reason"))
-
-
-def parse_critic(data: Any) -> Verdict:
-    verdict = label_of(data, "verdict", _CRITIC)
-    return Verdict(_CRITIC[verdict], verdict, verdict, text_of(data, "reason"))
+def verdict_of(answer: GevalAnswer | CriticAnswer) -> Verdict:
+    if isinstance(answer, GevalAnswer):
+        return Verdict(answer.score / GEVAL_MAX, None, answer.score, answer.reason)
+    return Verdict(_CRITIC[answer.verdict], answer.verdict, answer.verdict, answer.reason)
 
 
 class CriterionMetric:
@@ -87,31 +95,21 @@ class CriterionMetric:
             description=f"Custom {settings.kind} criterion: {settings.definition}",
         )
 
-    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Verdict] | list[MetricResult]:
-        name = self.spec.name
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Any] | list[MetricResult]:
         if not replies(thread):
-            return [not_applicable(name, "no assistant replies with text", version=VERSION)]
+            return [not_applicable(self.spec, "no assistant replies with text")]
         geval = self.settings.kind == "geval"
-        template, schema, parse = (GEVAL, GEVAL_SCHEMA, parse_geval) if geval else (CRITIC, CRITIC_SCHEMA, parse_critic)
+        template, answer = (GEVAL, GevalAnswer) if geval else (CRITIC, CriticAnswer)
         definition = json_string(self.settings.definition.strip())
         raw_key = "raw_score" if geval else "verdict"
 
-        def result(verdict: Verdict) -> list[MetricResult]:
+        def result(answer: GevalAnswer | CriticAnswer) -> list[MetricResult]:
+            verdict = verdict_of(answer)
             evidence = {"kind": self.settings.kind, raw_key: verdict.raw, "definition": self.settings.definition}
-            return [
-                score_result(
-                    name,
-                    verdict.score,
-                    threshold=self.spec.threshold,
-                    label=verdict.label,
-                    reason=verdict.reason,
-                    evidence=evidence,
-                    version=VERSION,
-                )
-            ]
+            return [ok(self.spec, verdict.score, label=verdict.label, reason=verdict.reason, evidence=evidence)]
 
         instructions = template.format(name=self.settings.name, definition=definition)
-        return Question(self.spec, instructions, schema, parse, scored(result))
+        return Question(self.spec, instructions, answer.response_schema(), answer.parser(), scored(result))
 
     async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
         question = self.question(thread, ctx)

@@ -8,13 +8,14 @@ from it is not counted as invented.
 
 from __future__ import annotations
 
-from tracing_eval.metrics.deterministic.views import located
-from tracing_eval.metrics.judged.base import FR6, JudgeContext, message_schema, number_of, text_of
-from tracing_eval.metrics.judged.question import Field, Question, QuestionMetric, Verdict, verdict_question
-from tracing_eval.model import MetricResult, Thread, not_applicable
+from typing import Annotated
 
-NAME = "failure_rate"
-VERSION = "2"
+from tracing_eval.metrics.deterministic.views import located
+from tracing_eval.metrics.judged.answers import Answer, Number, Text, one_of
+from tracing_eval.metrics.judged.base import FR6, JudgeContext
+from tracing_eval.metrics.judged.question import Question, VerdictMetric
+from tracing_eval.metrics.results import not_applicable
+from tracing_eval.model import MetricResult, Thread
 
 INSTRUCTIONS = """\
 TASK: failure rate. How does the assistant behave when it does not know something or cannot do \
@@ -55,26 +56,33 @@ Answer in JSON: evidence (the messages behind the verdict, each with its number 
 quote), then reason (one or two sentences), then verdict."""
 
 
-def fields(numbers: set[int]) -> dict[str, Field]:
+class Quote(Answer):
     """An evidence item: a message behind the verdict and a short quote of it."""
-    return {
-        "message": (message_schema(numbers), lambda x, k: number_of(x, k, numbers)),
-        "quote": ({"type": "string"}, text_of),
-    }
+
+    message: Number
+    quote: Text
 
 
-class FailureRate(QuestionMetric):
+class FailureRateAnswer(Answer):
+    evidence: list[Quote]
+    reason: Text
+    verdict: Annotated[str, one_of(FR6)]
+
+
+class FailureRate(VerdictMetric):
     """Thread-scope behaviour under uncertainty (FR6), with the hallucination priority rule."""
 
-    name = NAME
-    version = VERSION
+    name = "failure_rate"
+    version = "2"
     tier = "judge"
     scopes = ("thread",)
     default_threshold = 0.7
     description = "Hallucinates, stalls, or admits not knowing and offers an alternative (judge, FR6)."
+    scale = FR6
+    answer = FailureRateAnswer
+    instructions = INSTRUCTIONS
 
-    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Verdict] | list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Answer] | list[MetricResult]:
         if not any(m.role == "assistant" and (m.content.strip() or m.tool_calls) for m in thread.messages):
-            return [not_applicable(NAME, "no assistant reply", version=VERSION)]
-        numbers = {x.position for x in located(thread)}
-        return verdict_question(self.spec, FR6, INSTRUCTIONS, "evidence", fields(numbers))
+            return [not_applicable(self.spec, "no assistant reply")]
+        return self.ask({"numbers": {x.position for x in located(thread)}})

@@ -14,29 +14,19 @@ evidence. Not applicable with fewer than two exchanges, or when no reply depends
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Annotated, Self
+
+from pydantic import model_validator
 
 from tracing_eval.metrics.deterministic.views import Located, located
-from tracing_eval.metrics.judged.base import (
-    JudgeContext,
-    MalformedAnswer,
-    items_of,
-    label_of,
-    message_schema,
-    number_of,
-    strict_object,
-    text_of,
-)
+from tracing_eval.metrics.judged.answers import Answer, Reply, Text, UserMessage, one_of
+from tracing_eval.metrics.judged.base import JudgeContext
 from tracing_eval.metrics.judged.question import Question, QuestionMetric, scored
 from tracing_eval.metrics.judged.transcript import json_string
-from tracing_eval.model import MetricResult, Thread, not_applicable, score_result
+from tracing_eval.metrics.results import not_applicable, ok
+from tracing_eval.model import MetricResult, Thread
 
-NAME = "knowledge_retention"
-VERSION = "2"
 VERDICTS = ("ok", "forgot", "contradicted")
-_LABELS = dict.fromkeys(VERDICTS, 0.0)  # label_of checks membership only
 _RANK = {v: k for k, v in enumerate(VERDICTS)}
 
 INSTRUCTIONS = """\
@@ -55,58 +45,27 @@ Answer in JSON: first_fact_message; verdicts, each with the message, the fact co
 reason, then the verdict; then a one-sentence overall reason."""
 
 
-def schema(users: set[int], replies: set[int]) -> dict[str, Any]:
-    item = strict_object(
-        {
-            "message": message_schema(replies),
-            "fact": {"type": "string"},
-            "reason": {"type": "string"},
-            "verdict": {"type": "string", "enum": list(VERDICTS)},
-        }
-    )
-    return strict_object(
-        {
-            "first_fact_message": {"anyOf": [message_schema(users), {"type": "null"}]},
-            "verdicts": {"type": "array", "items": item},
-            "reason": {"type": "string"},
-        }
-    )
+class Verdict(Answer):
+    message: Reply
+    fact: Text
+    reason: Text
+    verdict: Annotated[str, one_of(VERDICTS)]
 
 
-@dataclass(frozen=True)
-class Verdict:
-    message: int
-    fact: str
-    reason: str
-    verdict: str
+class RetentionAnswer(Answer):
+    """The first user fact, then verdicts on the assistant replies after it."""
 
-
-@dataclass(frozen=True)
-class Answer:
-    first_fact: int | None
+    first_fact_message: UserMessage | None
     verdicts: list[Verdict]
-    reason: str
+    reason: Text
 
-
-def parser(users: set[int], replies: set[int]) -> Callable[[Any], Answer]:
-    """Parse the answer: the first fact is a user message, verdicts are on replies after it."""
-
-    def parse(data: Any) -> Answer:
-        first = data.get("first_fact_message") if isinstance(data, dict) else None
-        if first is not None:
-            first = number_of(data, "first_fact_message", users)
-        later = {p for p in replies if first is not None and p > first}
-        verdicts = []
-        for raw in items_of(data, "verdicts"):
-            message = number_of(raw, "message", replies)
-            if message not in later:
-                raise MalformedAnswer(f"message {message} is not an assistant reply after the first user fact")
-            verdicts.append(
-                Verdict(message, text_of(raw, "fact"), text_of(raw, "reason"), label_of(raw, "verdict", _LABELS))
-            )
-        return Answer(first, verdicts, text_of(data, "reason"))
-
-    return parse
+    @model_validator(mode="after")
+    def _after_first_fact(self) -> Self:
+        first = self.first_fact_message
+        for v in self.verdicts:
+            if first is None or v.message <= first:
+                raise ValueError(f"message {v.message} is not an assistant reply after the first user fact")
+        return self
 
 
 def reask_hints(ctx: JudgeContext) -> str:
@@ -139,47 +98,36 @@ def worst(verdicts: list[Verdict]) -> dict[int, Verdict]:
 class KnowledgeRetention(QuestionMetric):
     """Thread-scope share of fact-dependent assistant replies that neither forget nor contradict."""
 
-    name = NAME
-    version = VERSION
+    name = "knowledge_retention"
+    version = "2"
     tier = "judge"
     scopes = ("thread",)
     description = "Share of assistant replies depending on the user's facts that neither forget nor contradict them."
 
-    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Answer] | list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[RetentionAnswer] | list[MetricResult]:
         items = located(thread)
         if _exchanges(items) < 2:
-            return [not_applicable(NAME, "a single exchange has nothing to retain", version=VERSION)]
+            return [not_applicable(self.spec, "a single exchange has nothing to retain")]
         users = {x.position for x in items if x.role == "user" and x.text.strip()}
         replies = {x.position for x in items if x.role == "assistant" and x.text.strip()}
         turn_of = {x.position: x.turn for x in items}
 
-        def result(answer: Answer) -> list[MetricResult]:
+        def result(answer: RetentionAnswer) -> list[MetricResult]:
             judged = worst(answer.verdicts)
             if not judged:
-                found = not_applicable(NAME, "no assistant reply depends on a fact the user gave", version=VERSION)
-                found.evidence = {"first_fact_message": answer.first_fact}
-                return [found]
+                why = "no assistant reply depends on a fact the user gave"
+                return [not_applicable(self.spec, why, evidence={"first_fact_message": answer.first_fact_message})]
             bad = sorted(p for p, v in judged.items() if v.verdict != "ok")
             kinds = {v.verdict for v in judged.values()}
             label = "contradicted" if "contradicted" in kinds else "forgot" if "forgot" in kinds else "retained"
             evidence = {
-                "first_fact_message": answer.first_fact,
+                "first_fact_message": answer.first_fact_message,
                 "judged_messages": sorted(judged),
                 "bad_messages": bad,
                 "bad_turns": sorted({turn_of[p] for p in bad}),
-                "verdicts": [asdict(v) for v in answer.verdicts],
+                "verdicts": [v.model_dump() for v in answer.verdicts],
             }
-            return [
-                score_result(
-                    NAME,
-                    1.0 - len(bad) / len(judged),
-                    threshold=self.spec.threshold,
-                    label=label,
-                    reason=answer.reason,
-                    evidence=evidence,
-                    version=VERSION,
-                )
-            ]
+            return [ok(self.spec, 1.0 - len(bad) / len(judged), label=label, reason=answer.reason, evidence=evidence)]
 
         found = ctx.deterministic_result("reask")
         reasks = found.evidence.get("reasks", []) if found is not None else []
@@ -187,8 +135,8 @@ class KnowledgeRetention(QuestionMetric):
         return Question(
             self.spec,
             INSTRUCTIONS + reask_hints(ctx),
-            schema(users, replies),
-            parser(users, replies),
+            RetentionAnswer.response_schema(users=users, replies=replies),
+            RetentionAnswer.parser(users=users, replies=replies),
             scored(result),
             keep,
         )

@@ -9,27 +9,16 @@ what the transcript left out and any suspected injection.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from tracing_eval.metrics.base import MetricBase, MetricSpec
-from tracing_eval.metrics.judged.base import (
-    JudgeContext,
-    JudgeError,
-    JudgeRequest,
-    JudgeUsage,
-    annotate,
-    items_of,
-    judge_error,
-    label_of,
-    strict_object,
-    text_of,
-    verdict_schema,
-    with_usage,
-)
+from tracing_eval.metrics.judged.answers import Answer
+from tracing_eval.metrics.judged.base import JudgeContext, JudgeError, JudgeRequest, JudgeUsage, annotate, with_usage
 from tracing_eval.metrics.judged.transcript import Rendered
-from tracing_eval.model import MetricResult, Scope, Thread, score_result
+from tracing_eval.metrics.results import failed, ok
+from tracing_eval.model import MetricResult, Status, Thread
 
 T = TypeVar("T")
 
@@ -64,7 +53,7 @@ async def ask_question(question: Question[Any], thread: Thread, ctx: JudgeContex
     try:
         answer, usage = await ctx.judge.ask(request, question.parse)
     except JudgeError as exc:
-        return settle([judge_error(question.spec, exc)], exc.usage, rendered, ctx)
+        return settle([failed(question.spec, exc, "judge failed")], exc.usage, rendered, ctx)
     return settle(await question.finish(answer, usage), usage, rendered, ctx)
 
 
@@ -91,51 +80,84 @@ def scored(make: Callable[[T], list[MetricResult]]) -> Callable[[T, JudgeUsage],
     return finish
 
 
-#: A field of a verdict's evidence items: its JSON schema, and how to read it from an item (or raise
-#: MalformedAnswer), e.g. `({"type": "string"}, text_of)`.
-Field = tuple[Mapping[str, Any], Callable[[Any, str], Any]]
+class VerdictMetric(QuestionMetric):
+    """A thread metric answered by one verdict on a scale: `answer` is its pydantic model, whose
+    fields are the evidence items (a list, first), `reason`, then `verdict` (a label of `scale`).
+
+    The result scores the verdict's weight on the scale, labelled with it, with the verdict and the
+    items (and any `evidence` given) in its evidence. Subclasses say when the question applies
+    (`question`, returning `self.ask(...)` or the results without a call).
+    """
+
+    scale: ClassVar[Mapping[str, float]]
+    answer: ClassVar[type[Answer]]
+    instructions: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        fields = list(cls.answer.model_fields) if "answer" in cls.__dict__ else None
+        if fields is not None and (len(fields) != 3 or fields[1:] != ["reason", "verdict"]):
+            raise TypeError(f"{cls.__qualname__}.answer must have the fields <items>, reason, verdict; has {fields}")
+        super().__init_subclass__(**kwargs)  # registers the metric
+
+    def ask(
+        self,
+        numbers: Mapping[str, Collection[int]],
+        *,
+        instructions: str | None = None,
+        evidence: Mapping[str, Any] | None = None,
+        keep_turns: frozenset[int] = frozenset(),
+    ) -> Question[Answer]:
+        """The question, with the thread's message numbers by kind (e.g. `{"numbers": {1, 2}}`)."""
+        details = next(iter(self.answer.model_fields))
+
+        def result(answer: Answer) -> list[MetricResult]:
+            said = answer.model_dump()
+            verdict = said["verdict"]
+            found = {"verdict": verdict, details: said[details], **(evidence or {})}
+            return [ok(self.spec, self.scale[verdict], label=verdict, reason=said["reason"], evidence=found)]
+
+        return Question(
+            self.spec,
+            self.instructions if instructions is None else instructions,
+            self.answer.response_schema(**numbers),
+            self.answer.parser(**numbers),
+            scored(result),
+            keep_turns,
+        )
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """A single-verdict answer: the evidence items, the reason, then the label."""
-
-    details: list[dict[str, Any]]
-    reason: str
-    verdict: str
-
-
-def verdict_question(
+async def ask_turn(
     spec: MetricSpec,
-    scale: Mapping[str, float],
-    instructions: str,
-    details: str,
-    fields: Mapping[str, Field],
-    evidence: Mapping[str, Any] | None = None,
-    keep_turns: frozenset[int] = frozenset(),
-) -> Question[Verdict]:
-    """A thread question answered `{<details>: [items], reason, verdict}` on `scale`; the result scores
-    the verdict's weight, labelled with it, with the items (and `evidence`) in its evidence."""
-    schema = verdict_schema(scale, details, strict_object({k: f[0] for k, f in fields.items()}))
+    request: JudgeRequest,
+    parse: Callable[[Any], T],
+    make: Callable[[T], MetricResult],
+    rendered: Rendered,
+    injection: list[dict[str, Any]],
+    ctx: JudgeContext,
+    turn_index: int,
+) -> tuple[MetricResult, JudgeUsage]:
+    """Ask one per-turn question; `make` turns the answer into the turn's result, which records what
+    was sent (`input_hash`, so an unchanged turn can be reused), the judge, tokens and cost, what the
+    transcript left out and any suspected injection. A judge failure is the turn's `error` result."""
+    try:
+        answer, usage = await ctx.judge.ask(request, parse)
+    except JudgeError as exc:
+        return failed(spec, exc, "judge failed", turn_index=turn_index), exc.usage
+    result = make(answer)
+    result.input_hash = request.digest()
+    return annotate(with_usage(result, usage, ctx.judge.model), rendered, injection), usage
 
-    def parse(data: Any) -> Verdict:
-        items = [{k: read(x, k) for k, (_, read) in fields.items()} for x in items_of(data, details)]
-        return Verdict(items, text_of(data, "reason"), label_of(data, "verdict", scale))
 
-    def result(answer: Verdict) -> list[MetricResult]:
-        found = {"verdict": answer.verdict, details: answer.details, **(evidence or {})}
-        weight = scale[answer.verdict]
-        return [
-            score_result(
-                spec.name,
-                weight,
-                threshold=spec.threshold,
-                scope=Scope.THREAD,
-                label=answer.verdict,
-                reason=answer.reason,
-                evidence=found,
-                version=spec.version,
-            )
-        ]
-
-    return Question(spec, instructions, schema, parse, scored(result), keep_turns)
+def over_turns(
+    spec: MetricSpec, turns: list[MetricResult], usage: JudgeUsage, ctx: JudgeContext, make: Callable[..., MetricResult]
+) -> MetricResult:
+    """The thread result of a per-turn metric: `make(ok, unjudged)` over the turns that were judged
+    (`ok`) and the turn indexes that could not be (`unjudged`), or an error when none was judged;
+    with the usage of every turn's call."""
+    judged = [r for r in turns if r.status == Status.OK]
+    unjudged = [r.turn_index for r in turns if r.status != Status.OK]
+    if not judged:
+        result = failed(spec, JudgeError(f"no turn could be judged ({len(unjudged)} failed)"), "judge failed")
+    else:
+        result = make(judged, unjudged)
+    return with_usage(result, usage, ctx.judge.model)

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
+from typing import Annotated, Any
 
-from tracing_eval.metrics.judged.base import V5_MINUS, JudgeContext, message_schema, numbers_of, skipped, text_of
-from tracing_eval.metrics.judged.question import Field, Question, QuestionMetric, Verdict, verdict_question
+from tracing_eval.metrics.judged.answers import Answer, Replies, Text, one_of
+from tracing_eval.metrics.judged.base import V5_MINUS, JudgeContext
+from tracing_eval.metrics.judged.question import Question, VerdictMetric
 from tracing_eval.metrics.judged.transcript import json_string
-from tracing_eval.model import MetricResult, Status, Thread, not_applicable
+from tracing_eval.metrics.results import not_applicable, skipped
+from tracing_eval.model import MetricResult, Status, Thread
 
-NAME = "repetitive_pattern"
-VERSION = "3"
 GATE_MAX_SIMILARITY = 0.35
 MAX_HINT_SEGMENTS = 5
 
@@ -59,12 +59,17 @@ ANSWER = (
 )
 
 
-def fields(replies: set[int]) -> dict[str, Field]:
+class Segment(Answer):
     """A repeated segment: a short quote or action, and the assistant replies it appears in."""
-    return {
-        "text": ({"type": "string"}, text_of),
-        "messages": ({"type": "array", "items": message_schema(replies)}, lambda x, k: numbers_of(x, k, replies)),
-    }
+
+    text: Text
+    messages: Replies
+
+
+class RepetitionAnswer(Answer):
+    repeated_segments: list[Segment]
+    reason: Text
+    verdict: Annotated[str, one_of(V5_MINUS)]
 
 
 def repeated_tool_calls(thread: Thread) -> list[dict[str, Any]]:
@@ -157,33 +162,33 @@ def instructions(lexical: dict[str, Any]) -> str:
     return "\n\n".join(part for part in (RUBRIC, hints(lexical), ANSWER) if part)
 
 
-class RepetitivePattern(QuestionMetric):
+class RepetitivePattern(VerdictMetric):
     """Thread-scope judged repetition (V5−), gated by the deterministic tier."""
 
-    name = NAME
-    version = VERSION
+    name = "repetitive_pattern"
+    version = "3"
     tier = "judge"
     scopes = ("thread",)
     default_threshold = 0.7
     description = "The assistant repeats phrases, answers or tool calls without progress (judge, V5−)."
+    scale = V5_MINUS
+    answer = RepetitionAnswer
+    instructions = RUBRIC
 
-    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Verdict] | list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Answer] | list[MetricResult]:
         replies = [m for m in thread.messages if m.role == "assistant" and (m.content.strip() or m.tool_calls)]
         if len(replies) < 2:
-            return [not_applicable(NAME, "fewer than two assistant replies", version=VERSION)]
+            return [not_applicable(self.spec, "fewer than two assistant replies")]
         lexical = lexical_evidence(thread, ctx)
         reason = skip_reason(lexical)
         if reason is not None:
-            result = skipped(self.spec, reason)
-            result.evidence = {"lexical": lexical}
-            return [result]
+            return [skipped(self.spec, reason, evidence={"lexical": lexical})]
         numbers = {m.position for m in replies if m.position is not None}
         keep = frozenset(
             t.index for t in thread.turns if any(m.position in repeated_positions(lexical) for m in t.messages)
         )
-        text = instructions(lexical)
-        return verdict_question(
-            self.spec, V5_MINUS, text, "repeated_segments", fields(numbers), {"lexical": lexical}, keep
+        return self.ask(
+            {"replies": numbers}, instructions=instructions(lexical), evidence={"lexical": lexical}, keep_turns=keep
         )
 
 

@@ -8,25 +8,13 @@ messages and their turns in the evidence.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 from tracing_eval.metrics.deterministic.views import replies
-from tracing_eval.metrics.judged.base import (
-    JudgeContext,
-    items_of,
-    message_schema,
-    number_of,
-    strict_object,
-    text_of,
-)
+from tracing_eval.metrics.judged.answers import Answer, Reply, Text
+from tracing_eval.metrics.judged.base import JudgeContext
 from tracing_eval.metrics.judged.question import Question, QuestionMetric, scored
 from tracing_eval.metrics.judged.transcript import json_string
-from tracing_eval.model import MetricResult, Thread, not_applicable, score_result
-
-NAME = "role_adherence"
-VERSION = "2"
+from tracing_eval.metrics.results import not_applicable, ok
+from tracing_eval.model import MetricResult, Thread
 
 TASK = """\
 TASK: role adherence.
@@ -41,27 +29,22 @@ FROM_SYSTEM_PROMPT = "The assistant's role is defined by its system prompt shown
 FROM_CONFIG = "The assistant's role (from the evaluation's configuration): {role}"
 
 
-def schema(replies: set[int]) -> dict[str, Any]:
-    item = strict_object({"message": message_schema(replies), "reason": {"type": "string"}})
-    return strict_object({"out_of_character": {"type": "array", "items": item}, "reason": {"type": "string"}})
+class OutOfCharacter(Answer):
+    message: Reply
+    reason: Text
 
 
-@dataclass(frozen=True)
-class Answer:
-    flagged: dict[int, str]  # message number -> reason
-    reason: str
+class RoleAnswer(Answer):
+    out_of_character: list[OutOfCharacter]
+    reason: Text
 
-
-def parser(replies: set[int]) -> Callable[[Any], Answer]:
-    """Parse the answer; every flagged number must be an assistant reply with text."""
-
-    def parse(data: Any) -> Answer:
-        flagged: dict[int, str] = {}
-        for raw in items_of(data, "out_of_character"):
-            flagged.setdefault(number_of(raw, "message", replies), text_of(raw, "reason"))
-        return Answer(flagged, text_of(data, "reason"))
-
-    return parse
+    @property
+    def flagged(self) -> dict[int, str]:
+        """Message number -> reason, the first reason given for a message."""
+        found: dict[int, str] = {}
+        for item in self.out_of_character:
+            found.setdefault(item.message, item.reason)
+        return found
 
 
 def role_of(thread: Thread, ctx: JudgeContext) -> tuple[str, str] | None:
@@ -77,42 +60,35 @@ def role_of(thread: Thread, ctx: JudgeContext) -> tuple[str, str] | None:
 class RoleAdherence(QuestionMetric):
     """Thread-scope share of assistant replies that stay in the configured role or system prompt."""
 
-    name = NAME
-    version = VERSION
+    name = "role_adherence"
+    version = "2"
     tier = "judge"
     scopes = ("thread",)
     description = "Share of assistant replies that stay within the role (config `role`, else the system prompt)."
 
-    def question(self, thread: Thread, ctx: JudgeContext) -> Question[Answer] | list[MetricResult]:
+    def question(self, thread: Thread, ctx: JudgeContext) -> Question[RoleAnswer] | list[MetricResult]:
         role = role_of(thread, ctx)
         if role is None:
-            return [not_applicable(NAME, "no role: set options.role or send a system prompt", version=VERSION)]
+            return [not_applicable(self.spec, "no role: set options.role or send a system prompt")]
         said = replies(thread)
         if not said:
-            return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
+            return [not_applicable(self.spec, "no assistant replies with text")]
         line, source = role
         numbers = {x.position for x in said}
         turn_of = {x.position: x.turn for x in said}
 
-        def result(answer: Answer) -> list[MetricResult]:
-            m, ooc = len(said), len(answer.flagged)
+        def result(answer: RoleAnswer) -> list[MetricResult]:
+            flagged = answer.flagged
+            m, ooc = len(said), len(flagged)
             evidence = {
                 "role_source": source,
                 "replies": m,
                 "out_of_character": [
-                    {"message": p, "turn": turn_of[p], "reason": r} for p, r in sorted(answer.flagged.items())
+                    {"message": p, "turn": turn_of[p], "reason": r} for p, r in sorted(flagged.items())
                 ],
             }
-            return [
-                score_result(
-                    NAME,
-                    (m - ooc) / m,
-                    threshold=self.spec.threshold,
-                    label="out_of_character" if ooc else "in_character",
-                    reason=answer.reason,
-                    evidence=evidence,
-                    version=VERSION,
-                )
-            ]
+            label = "out_of_character" if ooc else "in_character"
+            return [ok(self.spec, (m - ooc) / m, label=label, reason=answer.reason, evidence=evidence)]
 
-        return Question(self.spec, TASK.format(role=line), schema(numbers), parser(numbers), scored(result))
+        schema, parse = RoleAnswer.response_schema(replies=numbers), RoleAnswer.parser(replies=numbers)
+        return Question(self.spec, TASK.format(role=line), schema, parse, scored(result))

@@ -16,37 +16,23 @@ So a thread costs 3 calls, 2 with one of them given, 1 with both.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from tracing_eval.metrics.base import MetricBase, MetricSpec
+from pydantic import AfterValidator, create_model
+
+from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.judged.aggregate import DEFAULT_TEMPERATURE, score_agg
-from tracing_eval.metrics.judged.base import (
-    V5_PLUS,
-    JudgeContext,
-    JudgeError,
-    JudgeRequest,
-    JudgeUsage,
-    MalformedAnswer,
-    judge_error,
-    label_of,
-    strict_object,
-    text_of,
-)
+from tracing_eval.metrics.judged.answers import Answer, Text, one_of
+from tracing_eval.metrics.judged.base import V5_PLUS, JudgeContext, JudgeError, JudgeRequest, JudgeUsage
 from tracing_eval.metrics.judged.question import Question, ask_question, settle
 from tracing_eval.metrics.judged.transcript import json_string
-from tracing_eval.model import MetricResult, Scope, Status, Thread, not_applicable, score_result
+from tracing_eval.metrics.results import failed, not_applicable, ok
+from tracing_eval.model import MetricResult, Thread
 
-NAME = "task_success"
-VERSION = "2"
 USER_PROVIDED = "user_provided"
 LLM_INFERRED = "llm_inferred"
 #: The seed's rule: the minimum number of criteria, one, and a second only for a clearly distinct aspect.
 MAX_CRITERIA = 2
-
-GOAL_SCHEMA: dict[str, Any] = strict_object({"goal": {"type": "string"}})
-CRITERIA_SCHEMA: dict[str, Any] = strict_object({"criteria": {"type": "array", "items": {"type": "string"}}})
 
 GOAL_INSTRUCTIONS = """\
 TASK: task success, step 1 of 3: state the user's primary goal in this conversation in ONE concise \
@@ -80,51 +66,46 @@ Judge from what is shown; content that was not shown (clipped, or turns not show
 Answer in JSON: one property per criterion ({names}), each with reason (one sentence), then verdict."""
 
 
-def verdict_schema_for(n: int) -> dict[str, Any]:
-    """One required property per criterion, so the answer has exactly `n` verdicts."""
-    item = strict_object({"reason": {"type": "string"}, "verdict": {"type": "string", "enum": list(V5_PLUS)}})
-    return strict_object({f"criterion_{i}": item for i in range(1, n + 1)})
+def _non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value.strip()
+
+
+def _one_or_two(value: list[str]) -> list[str]:
+    if not 1 <= len(value) <= MAX_CRITERIA:
+        raise ValueError(f"expected 1 to {MAX_CRITERIA} criteria, got {len(value)}")
+    return value
+
+
+NonEmpty = Annotated[str, AfterValidator(_non_empty)]
+
+
+class Goal(Answer):
+    goal: NonEmpty
+
+
+class Criteria(Answer):
+    criteria: Annotated[list[NonEmpty], AfterValidator(_one_or_two)]
+
+
+class Verdict(Answer):
+    reason: Text
+    verdict: Annotated[str, one_of(V5_PLUS)]
 
 
 class OptionError(ValueError):
     """A `task_description`, `success_criteria` or `temperature` value that cannot be used."""
 
 
-@dataclass(frozen=True)
-class Verdict:
-    verdict: str
-    reason: str
+def verdicts_answer(n: int) -> type[Answer]:
+    """One required property per criterion, `criterion_1` .. `criterion_n`: exactly `n` verdicts."""
+    fields: dict[str, Any] = {f"criterion_{i}": (Verdict, ...) for i in range(1, n + 1)}
+    return create_model(f"Verdicts{n}", __base__=Answer, **fields)
 
 
-def parse_goal(data: Any) -> str:
-    goal = data.get("goal") if isinstance(data, dict) else None
-    if not isinstance(goal, str) or not goal.strip():
-        raise MalformedAnswer("'goal' must be a non-empty string")
-    return goal.strip()
-
-
-def parse_criteria(data: Any) -> list[str]:
-    criteria = data.get("criteria") if isinstance(data, dict) else None
-    if not isinstance(criteria, list) or not all(isinstance(c, str) and c.strip() for c in criteria):
-        raise MalformedAnswer("'criteria' must be a list of non-empty strings")
-    if not 1 <= len(criteria) <= MAX_CRITERIA:
-        raise MalformedAnswer(f"expected 1 to {MAX_CRITERIA} criteria, got {len(criteria)}")
-    return [c.strip() for c in criteria]
-
-
-def verdicts_parser(n: int) -> Callable[[Any], list[Verdict]]:
-    """A parser for exactly `n` verdicts, `criterion_1` .. `criterion_n` (never padded or cut)."""
-
-    def parse(data: Any) -> list[Verdict]:
-        if not isinstance(data, dict):
-            raise MalformedAnswer("the answer must be a JSON object")
-        missing = [f"criterion_{i}" for i in range(1, n + 1) if not isinstance(data.get(f"criterion_{i}"), dict)]
-        if missing:
-            raise MalformedAnswer(f"expected one verdict per criterion; missing {', '.join(missing)}")
-        items = [data[f"criterion_{i}"] for i in range(1, n + 1)]
-        return [Verdict(label_of(x, "verdict", V5_PLUS), text_of(x, "reason")) for x in items]
-
-    return parse
+def verdicts_of(answer: Answer) -> list[Verdict]:
+    return [getattr(answer, name) for name in type(answer).model_fields]
 
 
 def verdict_instructions(task: str, criteria: list[str]) -> str:
@@ -169,18 +150,6 @@ def temperature_option(ctx: JudgeContext) -> float:
     return float(value)
 
 
-def option_error(spec: MetricSpec, exc: OptionError) -> MetricResult:
-    return MetricResult(
-        metric=spec.name,
-        metric_version=spec.version,
-        scope=Scope.THREAD,
-        status=Status.ERROR,
-        error=f"{type(exc).__name__}: {exc}",
-        reason=f"invalid option: {exc}",
-        threshold=spec.threshold,
-    )
-
-
 def summary(verdicts: list[Verdict]) -> str:
     """The result's reason: the verdicts' reasons, numbered like the criteria."""
     return " ".join(f"{i}. {v.verdict}: {v.reason}" for i, v in enumerate(verdicts, 1))
@@ -189,8 +158,8 @@ def summary(verdicts: list[Verdict]) -> str:
 class TaskSuccess(MetricBase):
     """Thread-scope task success: goal, criteria, V5+ verdicts, `score_agg`."""
 
-    name = NAME
-    version = VERSION
+    name = "task_success"
+    version = "2"
     tier = "judge"
     scopes = ("thread",)
     default_threshold = 0.7
@@ -200,31 +169,30 @@ class TaskSuccess(MetricBase):
         """The goal step (or the verdict step when task and criteria are both given); None when the first
         call is the criteria step, which shows no transcript."""
         if not any(t.user_text.strip() for t in thread.turns):
-            return [not_applicable(NAME, "no user message", version=VERSION)]
+            return [not_applicable(self.spec, "no user message")]
         if not any(m.role == "assistant" and (m.content.strip() or m.tool_calls) for m in thread.messages):
-            return [not_applicable(NAME, "no assistant reply", version=VERSION)]
+            return [not_applicable(self.spec, "no assistant reply")]
         try:
             task, criteria, temperature = given_task(thread, ctx), given_criteria(thread, ctx), temperature_option(ctx)
         except OptionError as exc:
-            return [option_error(self.spec, exc)]
+            return [failed(self.spec, exc, "invalid option")]
         sources = (USER_PROVIDED if task is not None else LLM_INFERRED, USER_PROVIDED if criteria else LLM_INFERRED)
         if task is None:
 
-            async def after_goal(goal: str, usage: JudgeUsage) -> list[MetricResult]:
-                return await self._rest(thread, ctx, goal, criteria, temperature, sources, usage)
+            async def after_goal(answer: Goal, usage: JudgeUsage) -> list[MetricResult]:
+                return await self._rest(thread, ctx, answer.goal, criteria, temperature, sources, usage)
 
-            return Question(self.spec, GOAL_INSTRUCTIONS, GOAL_SCHEMA, parse_goal, after_goal)
+            return Question(self.spec, GOAL_INSTRUCTIONS, Goal.response_schema(), Goal.parser(), after_goal)
         if criteria is None:
             return None
         known = criteria
 
-        async def score(verdicts: list[Verdict], _usage: JudgeUsage) -> list[MetricResult]:
-            return [self._result(task, known, verdicts, temperature, sources)]
+        async def score(answer: Answer, _usage: JudgeUsage) -> list[MetricResult]:
+            return [self._result(task, known, verdicts_of(answer), temperature, sources)]
 
         instructions = verdict_instructions(task, criteria)
-        return Question(
-            self.spec, instructions, verdict_schema_for(len(criteria)), verdicts_parser(len(criteria)), score
-        )
+        answer = verdicts_answer(len(criteria))
+        return Question(self.spec, instructions, answer.response_schema(), answer.parser(), score)
 
     async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
         question = self.question(thread, ctx)
@@ -250,13 +218,10 @@ class TaskSuccess(MetricBase):
     ) -> list[MetricResult]:
         """The criteria step (the goal alone, no transcript) when needed, then the verdict step."""
 
-        async def ask(
-            transcript: str | None, instructions: str, schema: dict[str, Any], parse: Callable[[Any], Any]
-        ) -> Any:
+        async def ask(transcript: str | None, instructions: str, answer: type[Answer]) -> Any:
+            request = JudgeRequest(self.name, transcript, instructions, answer.response_schema(), thread.key)
             try:
-                value, used = await ctx.judge.ask(
-                    JudgeRequest(NAME, transcript, instructions, schema, thread.key), parse
-                )
+                value, used = await ctx.judge.ask(request, answer.parser())
             except JudgeError as exc:
                 usage.add(exc.usage)
                 raise
@@ -265,17 +230,13 @@ class TaskSuccess(MetricBase):
 
         try:
             if criteria is None:
-                criteria = await ask(
-                    None, CRITERIA_INSTRUCTIONS.format(goal=json_string(task)), CRITERIA_SCHEMA, parse_criteria
-                )
-            n = len(criteria)
+                found: Criteria = await ask(None, CRITERIA_INSTRUCTIONS.format(goal=json_string(task)), Criteria)
+                criteria = list(found.criteria)
             transcript = ctx.transcripts.whole().text
-            verdicts = await ask(
-                transcript, verdict_instructions(task, criteria), verdict_schema_for(n), verdicts_parser(n)
-            )
+            verdicts = await ask(transcript, verdict_instructions(task, criteria), verdicts_answer(len(criteria)))
         except JudgeError as exc:
-            return [judge_error(self.spec, exc)]
-        return [self._result(task, criteria, verdicts, temperature, sources)]
+            return [failed(self.spec, exc, "judge failed")]
+        return [self._result(task, criteria, verdicts_of(verdicts), temperature, sources)]
 
     def _result(
         self, task: str, criteria: list[str], verdicts: list[Verdict], temperature: float, sources: tuple[str, str]
@@ -292,12 +253,4 @@ class TaskSuccess(MetricBase):
             ],
             "temperature": temperature,
         }
-        return score_result(
-            NAME,
-            score_agg(weights, temperature),
-            threshold=self.spec.threshold,
-            scope=Scope.THREAD,
-            reason=summary(verdicts),
-            evidence=evidence,
-            version=VERSION,
-        )
+        return ok(self.spec, score_agg(weights, temperature), reason=summary(verdicts), evidence=evidence)

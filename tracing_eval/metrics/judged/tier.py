@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tracing_eval.metrics.judged.base import Judge, JudgeContext, JudgedMetric, judge_error
+from tracing_eval.metrics.judged.base import Judge, JudgeContext, JudgedMetric
 from tracing_eval.metrics.judged.batch import ask_batch
 from tracing_eval.metrics.judged.question import Question
 from tracing_eval.metrics.judged.transcript import Limits, Transcripts
+from tracing_eval.metrics.results import failed
 from tracing_eval.model import MetricResult, Thread
 
 
@@ -53,7 +54,7 @@ async def evaluate_judged(
         try:
             found = ask(thread, contexts[m.spec.name])
         except Exception as exc:  # a metric bug must not lose the thread's other scores
-            settled[m.spec.name] = [judge_error(m.spec, exc)]
+            settled[m.spec.name] = [failed(m.spec, exc, "judge failed")]
             continue
         if isinstance(found, Question):
             questions.append(found)
@@ -70,7 +71,7 @@ async def evaluate_judged(
         try:
             results = await metric.evaluate(thread, contexts[metric.spec.name])
         except Exception as exc:  # the metric's own handling missed it: still one clear error
-            results = [judge_error(metric.spec, exc)]
+            results = [failed(metric.spec, exc, "judge failed")]
         settled[metric.spec.name] = _timed(results, started)
 
     async def together() -> None:
@@ -78,7 +79,7 @@ async def evaluate_judged(
         try:
             by_metric = await ask_batch(questions, thread, contexts[questions[0].spec.name])
         except Exception as exc:  # a bug in a finish step: every batched metric says so
-            by_metric = {q.spec.name: [judge_error(q.spec, exc)] for q in questions}
+            by_metric = {q.spec.name: [failed(q.spec, exc, "judge failed")] for q in questions}
         for name, results in by_metric.items():
             settled[name] = _timed(results, started)
 

@@ -18,32 +18,20 @@ the same key, version and judge model is taken as is.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Self
+
+from pydantic import AfterValidator, StrictBool, model_validator
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.tool_errors import ToolErrors
 from tracing_eval.metrics.deterministic.views import replies
-from tracing_eval.metrics.judged.base import (
-    JudgeContext,
-    JudgeError,
-    JudgeRequest,
-    JudgeUsage,
-    MalformedAnswer,
-    annotate,
-    judge_error,
-    label_of,
-    reuse_prior,
-    skipped,
-    strict_object,
-    text_of,
-    with_usage,
-)
+from tracing_eval.metrics.judged.answers import Answer, OneOf, Text, one_of
+from tracing_eval.metrics.judged.base import JudgeContext, JudgeRequest, JudgeUsage, annotate, reuse_prior
+from tracing_eval.metrics.judged.question import ask_turn, over_turns
 from tracing_eval.metrics.judged.transcript import Rendered
-from tracing_eval.model import MetricResult, Scope, Status, Thread, Turn, not_applicable, score_result
+from tracing_eval.metrics.results import not_applicable, ok, skipped
+from tracing_eval.model import MetricResult, Scope, Status, Thread, Turn
 
-NAME = "tool_error_handling"
-VERSION = "2"
 ERROR_TYPES = (
     "parameter_error",
     "invalid_function",
@@ -72,22 +60,22 @@ with these types (an empty list if nothing did):
 Severity is the harm to the user of how the error was handled: none, low, medium or high.
 Answer in JSON: error_types, then reason (short), then handled, then severity."""
 
-SCHEMA: dict[str, Any] = strict_object(
-    {
-        "error_types": {"type": "array", "items": {"type": "string", "enum": list(ERROR_TYPES)}},
-        "reason": {"type": "string"},
-        "handled": {"type": "boolean"},
-        "severity": {"type": "string", "enum": list(SEVERITY)},
-    }
-)
+
+def _distinct_sorted(types: list[str]) -> list[str]:
+    return sorted(set(types))
 
 
-@dataclass(frozen=True)
-class Verdict:
-    handled: bool
-    error_types: list[str]
-    severity: str
-    reason: str
+class Verdict(Answer):
+    error_types: Annotated[list[Annotated[str, OneOf(ERROR_TYPES)]], AfterValidator(_distinct_sorted)]
+    reason: Text
+    handled: StrictBool
+    severity: Annotated[str, one_of(SEVERITY)]
+
+    @model_validator(mode="after")
+    def _severity_of_unhandled(self) -> Self:
+        if not self.handled and self.severity == "none":
+            raise ValueError("an unhandled error needs a severity of low, medium or high")
+        return self
 
     @property
     def score(self) -> float:
@@ -98,20 +86,8 @@ class Verdict:
         return "handled" if self.handled else self.severity
 
 
-def parse(data: Any) -> Verdict:
-    severity = label_of(data, "severity", SEVERITY)
-    handled = data.get("handled")
-    if not isinstance(handled, bool):
-        raise MalformedAnswer(f"'handled' must be true or false; got {handled!r}")
-    if not handled and severity == "none":
-        raise MalformedAnswer("an unhandled error needs a severity of low, medium or high")
-    types = data.get("error_types")
-    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-        raise MalformedAnswer("'error_types' must be a list of strings")
-    unknown = [t for t in types if t.strip().lower() not in ERROR_TYPES]
-    if unknown:
-        raise MalformedAnswer(f"unknown error types {unknown}; known: {', '.join(ERROR_TYPES)}")
-    return Verdict(handled, sorted({t.strip().lower() for t in types}), severity, text_of(data, "reason"))
+SCHEMA = Verdict.response_schema()
+parse = Verdict.parser()
 
 
 def findings_text(evidence: dict[str, Any]) -> str:
@@ -130,8 +106,8 @@ def findings_text(evidence: dict[str, Any]) -> str:
 class ToolErrorHandling(MetricBase):
     """Per turn with a failed tool call: was the failure handled? Plus the thread's mean."""
 
-    name = NAME
-    version = VERSION
+    name = "tool_error_handling"
+    version = "2"
     tier = "judge"
     scopes = ("turn", "thread")
     description = (
@@ -140,7 +116,7 @@ class ToolErrorHandling(MetricBase):
 
     async def evaluate(self, thread: Thread, ctx: JudgeContext) -> list[MetricResult]:
         if not any(t.tool_calls for t in thread.turns):
-            return [not_applicable(NAME, "the thread has no tool calls", version=VERSION)]
+            return [not_applicable(self.spec, "the thread has no tool calls")]
         found = [r for r in ctx.deterministic if r.metric == "tool_errors"] or ToolErrors().evaluate(thread)
         failing = {
             r.turn_index: r.evidence
@@ -164,9 +140,8 @@ class ToolErrorHandling(MetricBase):
         results = [by_turn[t.index] for t in turns]
         return [*results, self._thread_result(results, total, ctx)]
 
-    @staticmethod
     def _request(
-        turn: Turn, evidence: dict[str, Any], position: int | None, thread: Thread, ctx: JudgeContext
+        self, turn: Turn, evidence: dict[str, Any], position: int | None, thread: Thread, ctx: JudgeContext
     ) -> tuple[JudgeRequest, Rendered]:
         """The system prompt and this turn only, and the question about it."""
         rendered = ctx.transcripts.window(turn.index, turn.index)
@@ -175,65 +150,50 @@ class ToolErrorHandling(MetricBase):
             message="none (no reply with text)" if position is None else f"message [{position}]",
             findings=findings_text(evidence),
         )
-        return JudgeRequest(NAME, rendered.text, instructions, SCHEMA, thread.key), rendered
+        return JudgeRequest(self.name, rendered.text, instructions, SCHEMA, thread.key), rendered
 
     def _reused(self, turn: Turn, request: JudgeRequest, rendered: Rendered, ctx: JudgeContext) -> MetricResult | None:
         key = request.digest()
-        prior = reuse_prior(self.spec, ctx.reuse.get((NAME, key)), key, ctx, turn.index)
+        prior = reuse_prior(self.spec, ctx.reuse.get((self.name, key)), key, ctx, turn.index)
         return None if prior is None else annotate(prior, rendered, ctx.transcripts.injection(turn.index, turn.index))
 
     async def _judge(
         self, turn: Turn, evidence: dict[str, Any], request: JudgeRequest, rendered: Rendered, ctx: JudgeContext
     ) -> tuple[MetricResult, JudgeUsage]:
-        try:
-            verdict, usage = await ctx.judge.ask(request, parse)
-        except JudgeError as exc:
-            return judge_error(self.spec, exc, turn_index=turn.index), exc.usage
-        result = score_result(
-            NAME,
-            verdict.score,
-            threshold=self.spec.threshold,
-            scope=Scope.TURN,
-            turn_index=turn.index,
-            label=verdict.label,
-            reason=verdict.reason,
-            evidence={
+        def result(verdict: Verdict) -> MetricResult:
+            found = {
                 "handled": verdict.handled,
                 "error_types": verdict.error_types,
                 "severity": verdict.severity,
                 "failed_calls": evidence.get("failed_calls", []),
-            },
-            version=VERSION,
-        )
-        result.input_hash = request.digest()
+            }
+            return ok(
+                self.spec,
+                verdict.score,
+                turn_index=turn.index,
+                label=verdict.label,
+                reason=verdict.reason,
+                evidence=found,
+            )
+
         injection = ctx.transcripts.injection(turn.index, turn.index)
-        return annotate(with_usage(result, usage, ctx.judge.model), rendered, injection), usage
+        return await ask_turn(self.spec, request, parse, result, rendered, injection, ctx, turn.index)
 
     def _thread_result(self, turns: list[MetricResult], usage: JudgeUsage, ctx: JudgeContext) -> MetricResult:
-        ok = [r for r in turns if r.status == Status.OK]
-        failed = [r.turn_index for r in turns if r.status != Status.OK]
-        if not ok:
-            result = judge_error(self.spec, JudgeError(f"no turn could be judged ({len(failed)} failed)"))
-            return with_usage(result, usage, ctx.judge.model)
-        worst = max((r.label or "handled" for r in ok), key=lambda label: _RANK.get(label, 0))
-        unhandled = [r.turn_index for r in ok if r.label != "handled"]
-        reason = f"{len(ok) - len(unhandled)} of {len(ok)} turn(s) with tool errors handled well"
-        if failed:
-            reason += f"; {len(failed)} turn(s) could not be judged"
-        scores = [r.score for r in ok if r.score is not None]
-        result = score_result(
-            NAME,
-            sum(scores) / len(scores),
-            threshold=self.spec.threshold,
-            label=worst,
-            reason=reason,
-            evidence={
-                "judged_turns": len(ok),
+        def mean(judged: list[MetricResult], unjudged: list[int | None]) -> MetricResult:
+            worst = max((r.label or "handled" for r in judged), key=lambda label: _RANK.get(label, 0))
+            unhandled = [r.turn_index for r in judged if r.label != "handled"]
+            reason = f"{len(judged) - len(unhandled)} of {len(judged)} turn(s) with tool errors handled well"
+            if unjudged:
+                reason += f"; {len(unjudged)} turn(s) could not be judged"
+            scores = [r.score for r in judged if r.score is not None]
+            evidence = {
+                "judged_turns": len(judged),
                 "unhandled_turns": unhandled,
-                "unjudged_turns": failed,
-                "error_types": sorted({t for r in ok for t in r.evidence.get("error_types", [])}),
-                "reused_turns": [r.turn_index for r in ok if r.evidence.get("reused")],
-            },
-            version=VERSION,
-        )
-        return with_usage(result, usage, ctx.judge.model)
+                "unjudged_turns": unjudged,
+                "error_types": sorted({t for r in judged for t in r.evidence.get("error_types", [])}),
+                "reused_turns": [r.turn_index for r in judged if r.evidence.get("reused")],
+            }
+            return ok(self.spec, sum(scores) / len(scores), label=worst, reason=reason, evidence=evidence)
+
+        return over_turns(self.spec, turns, usage, ctx, mean)

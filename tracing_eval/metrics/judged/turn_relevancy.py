@@ -26,28 +26,17 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.views import replies
-from tracing_eval.metrics.judged.base import (
-    JudgeContext,
-    JudgeError,
-    JudgeRequest,
-    JudgeUsage,
-    annotate,
-    judge_error,
-    label_of,
-    reuse_prior,
-    strict_object,
-    text_of,
-    with_usage,
-)
+from tracing_eval.metrics.judged.answers import Answer, Text, one_of
+from tracing_eval.metrics.judged.base import JudgeContext, JudgeRequest, JudgeUsage, annotate, reuse_prior
+from tracing_eval.metrics.judged.question import ask_turn, over_turns
 from tracing_eval.metrics.judged.transcript import Rendered
-from tracing_eval.model import MetricResult, Scope, Status, Thread, Turn, not_applicable, score_result
+from tracing_eval.metrics.results import failed, not_applicable, ok
+from tracing_eval.model import MetricResult, Thread, Turn
 
-NAME = "turn_relevancy"
-VERSION = "3"
 DEFAULT_WINDOW = 5
 _VERDICTS = {"yes": 1.0, "no": 0.0}
 
@@ -61,20 +50,14 @@ is off topic, answers a different or stale request, repeats itself without progr
 the user's latest message. Whether the reply follows the assistant's own rules is not asked here.
 Answer in JSON: reason (short), then verdict."""
 
-SCHEMA: dict[str, Any] = strict_object(
-    {"reason": {"type": "string"}, "verdict": {"type": "string", "enum": list(_VERDICTS)}}
-)
+
+class Verdict(Answer):
+    reason: Text
+    verdict: Annotated[str, one_of(_VERDICTS)]
 
 
-@dataclass(frozen=True)
-class Verdict:
-    verdict: str
-    reason: str
-
-
-def parse(data: Any) -> Verdict:
-    verdict = label_of(data, "verdict", _VERDICTS)
-    return Verdict(verdict, text_of(data, "reason"))
+SCHEMA = Verdict.response_schema()
+parse = Verdict.parser()
 
 
 @dataclass(frozen=True)
@@ -102,7 +85,7 @@ def request_for(w: Window, thread: Thread, ctx: JudgeContext) -> tuple[JudgeRequ
     """Exactly what the judge sees for one window: its past, up to the judged reply."""
     rendered = ctx.transcripts.window(w.first, w.turn.index, until=w.message, system_prompt=w.system_prompt)
     instructions = INSTRUCTIONS.format(message=w.message, turn=w.turn.index, window=w.size)
-    return JudgeRequest(NAME, rendered.text, instructions, SCHEMA, thread.key), rendered
+    return JudgeRequest(TurnRelevancy.name, rendered.text, instructions, SCHEMA, thread.key), rendered
 
 
 def window_size(options: dict[str, Any]) -> int:
@@ -122,8 +105,8 @@ def shows_system_prompt(options: dict[str, Any]) -> bool:
 class TurnRelevancy(MetricBase):
     """Per-turn relevance of the last reply over a sliding window of turns, and the thread's share."""
 
-    name = NAME
-    version = VERSION
+    name = "turn_relevancy"
+    version = "3"
     tier = "judge"
     scopes = ("turn", "thread")
     description = "Share of replies relevant to the sliding window of turns they answer (option `window`)."
@@ -132,10 +115,10 @@ class TurnRelevancy(MetricBase):
         try:
             size, system_prompt = window_size(ctx.options), shows_system_prompt(ctx.options)
         except ValueError as exc:
-            return [judge_error(self.spec, exc)]
+            return [failed(self.spec, exc, "judge failed")]
         todo = [(w, *request_for(w, thread, ctx)) for w in windows(thread, size, system_prompt)]
         if not todo:
-            return [not_applicable(NAME, "no assistant replies with text", version=VERSION)]
+            return [not_applicable(self.spec, "no assistant replies with text")]
         reused = {
             w.turn.index: r for w, req, rendered in todo if (r := self._reused(w, req, rendered, ctx)) is not None
         }
@@ -150,7 +133,7 @@ class TurnRelevancy(MetricBase):
 
     def _reused(self, w: Window, request: JudgeRequest, rendered: Rendered, ctx: JudgeContext) -> MetricResult | None:
         key = request.digest()
-        prior = reuse_prior(self.spec, ctx.reuse.get((NAME, key)), key, ctx, w.turn.index, self._evidence(w))
+        prior = reuse_prior(self.spec, ctx.reuse.get((self.name, key)), key, ctx, w.turn.index, self._evidence(w))
         return None if prior is None else self._annotated(prior, w, rendered, ctx)
 
     @staticmethod
@@ -164,52 +147,42 @@ class TurnRelevancy(MetricBase):
     async def _judge(
         self, w: Window, request: JudgeRequest, rendered: Rendered, ctx: JudgeContext
     ) -> tuple[MetricResult, JudgeUsage]:
-        try:
-            answer, usage = await ctx.judge.ask(request, parse)
-        except JudgeError as exc:
-            return judge_error(self.spec, exc, turn_index=w.turn.index), exc.usage
-        relevant = answer.verdict == "yes"
-        result = score_result(
-            NAME,
-            1.0 if relevant else 0.0,
-            threshold=self.spec.threshold,
-            scope=Scope.TURN,
-            turn_index=w.turn.index,
-            label="relevant" if relevant else "irrelevant",
-            reason=answer.reason,
-            evidence=self._evidence(w),
-            version=VERSION,
-        )
-        result.input_hash = request.digest()
-        return self._annotated(with_usage(result, usage, ctx.judge.model), w, rendered, ctx), usage
+        def result(answer: Verdict) -> MetricResult:
+            relevant = answer.verdict == "yes"
+            label = "relevant" if relevant else "irrelevant"
+            evidence = self._evidence(w)
+            return ok(
+                self.spec,
+                float(relevant),
+                turn_index=w.turn.index,
+                label=label,
+                reason=answer.reason,
+                evidence=evidence,
+            )
+
+        injection = ctx.transcripts.injection(w.first, w.turn.index, w.message)
+        return await ask_turn(self.spec, request, parse, result, rendered, injection, ctx, w.turn.index)
 
     def _thread_result(
         self, turns: list[MetricResult], usage: JudgeUsage, ctx: JudgeContext, size: int, system_prompt: bool
     ) -> MetricResult:
-        ok = [r for r in turns if r.status == Status.OK]
-        failed = [r.turn_index for r in turns if r.status != Status.OK]
-        if not ok:
-            result = judge_error(self.spec, JudgeError(f"no turn could be judged ({len(failed)} failed)"))
-            return with_usage(result, usage, ctx.judge.model)
-        irrelevant = [r.turn_index for r in ok if r.label == "irrelevant"]
-        score = 1.0 - len(irrelevant) / len(ok)
-        reason = f"{len(ok) - len(irrelevant)} of {len(ok)} judged replies are relevant to their window of {size} turns"
-        if failed:
-            reason += f"; {len(failed)} turn(s) could not be judged"
-        result = score_result(
-            NAME,
-            score,
-            threshold=self.spec.threshold,
-            label="relevant" if not irrelevant else "irrelevant",
-            reason=reason,
-            evidence={
+        def share(judged: list[MetricResult], unjudged: list[int | None]) -> MetricResult:
+            irrelevant = [r.turn_index for r in judged if r.label == "irrelevant"]
+            reason = (
+                f"{len(judged) - len(irrelevant)} of {len(judged)} judged replies are relevant to their window "
+                f"of {size} turns"
+            )
+            if unjudged:
+                reason += f"; {len(unjudged)} turn(s) could not be judged"
+            evidence = {
                 "window": size,
                 "system_prompt_shown": system_prompt,
-                "judged_turns": len(ok),
+                "judged_turns": len(judged),
                 "irrelevant_turns": irrelevant,
-                "unjudged_turns": failed,
-                "reused_turns": [r.turn_index for r in ok if r.evidence.get("reused")],
-            },
-            version=VERSION,
-        )
-        return with_usage(result, usage, ctx.judge.model)
+                "unjudged_turns": unjudged,
+                "reused_turns": [r.turn_index for r in judged if r.evidence.get("reused")],
+            }
+            label = "relevant" if not irrelevant else "irrelevant"
+            return ok(self.spec, 1.0 - len(irrelevant) / len(judged), label=label, reason=reason, evidence=evidence)
+
+        return over_turns(self.spec, turns, usage, ctx, share)
