@@ -22,6 +22,7 @@ from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import languages, lexicons
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
+from tracing_eval.text import Folded
 
 NAME = "refusal_loop"
 VERSION = "2"
@@ -34,17 +35,17 @@ HEAD_CHARS = 600
 #: a run fails the user with this many unexplained, unredirected refusals in it
 BARE_IN_FAILING_RUN = 2
 
-_I = re.IGNORECASE
-_CUE = re.compile("|".join(f"(?:{p})" for p in lexicons.REFUSAL_CUES["en"]), _I)
-_CUE_ELSEWHERE = re.compile(
-    "|".join(f"(?:{p})" for lang, cues in lexicons.REFUSAL_CUES.items() if lang != "en" for p in cues), _I
+#: case-insensitive cue patterns (`Folded`: lower-cased ASCII text goes to a case-sensitive copy)
+_CUE = Folded("|".join(f"(?:{p})" for p in lexicons.REFUSAL_CUES["en"]))
+_CUE_ELSEWHERE = Folded(
+    "|".join(f"(?:{p})" for lang, cues in lexicons.REFUSAL_CUES.items() if lang != "en" for p in cues)
 )
-_CONDITION = re.compile("|".join(f"(?:{p})" for p in lexicons.CONDITION_CUES.values()), _I)
-_NO_ANSWER = re.compile(lexicons.NO_ANSWER_CUES, _I)
-_GOES_ON = re.compile(lexicons.GOES_ON_CUES, _I)
-_IDIOM = re.compile(lexicons.IDIOM_CUES, _I)
-_EXPLAINED = re.compile(lexicons.EXPLANATION_CUES, _I)
-_REDIRECTED = re.compile(lexicons.ALTERNATIVE_CUES, _I)
+_CONDITION = Folded("|".join(f"(?:{p})" for p in lexicons.CONDITION_CUES.values()))
+_NO_ANSWER = Folded(lexicons.NO_ANSWER_CUES)
+_GOES_ON = Folded(lexicons.GOES_ON_CUES)
+_IDIOM = Folded(lexicons.IDIOM_CUES)
+_EXPLAINED = Folded(lexicons.EXPLANATION_CUES)
+_REDIRECTED = Folded(lexicons.ALTERNATIVE_CUES)
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
 _QUOTED = re.compile(r"\"[^\"\n]{0,300}\"|\u201c[^\u201d\n]{0,300}\u201d|\u00ab[^\u00bb\n]{0,300}\u00bb")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

@@ -14,13 +14,13 @@ an assistant message are `not_applicable`. The thread score is the share of clea
 from __future__ import annotations
 
 import re
-from collections import Counter
 from functools import lru_cache
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS
 from tracing_eval.metrics.deterministic.similarity import words
 from tracing_eval.model import MetricResult, Scope, Thread, Turn, not_applicable, score_result
+from tracing_eval.text import Folded
 from tracing_eval.text import script_of as text_script_of
 
 NAME = "response_hygiene"
@@ -41,14 +41,14 @@ PLACEHOLDER = re.compile(
 )
 #: every PLACEHOLDER match holds one of these: a cheap gate before stripping code and searching
 _MAYBE_PLACEHOLDER = re.compile(r"[{}$\[<]|undefined|null|None|NaN")
-WHOLE_PLACEHOLDER = re.compile(r"^\s*(?:none|null|undefined|nan|nil|\[\]|\{\})\s*$", re.IGNORECASE)
+WHOLE_PLACEHOLDER = Folded(r"^\s*(?:none|null|undefined|nan|nil|\[\]|\{\})\s*$")
 #: words a finished English sentence almost never ends on (prepositions and pronouns can)
 DANGLING_WORDS = frozenset("a an the and or but nor because than my your our their its whose".split())
 #: tool names that hand the conversation over; a turn that ends in one needs no reply text
 HANDOFF = re.compile(r"transfer|hand_?off|escalat|human|agent_?handover", re.IGNORECASE)
 _TAIL_WORD = re.compile(r"([^\W\d_]+)\W*$")
 #: the reply ends in a URL or a path: its trailing "/" or "-" is not a dangling mark
-_LINK_TAIL = re.compile(r"(?:^|\s|[(<\[])(?:[a-z][\w+.-]*://|www\.|~?/|\.{1,2}/|[\w.-]+/)\S*$", re.IGNORECASE)
+_LINK_TAIL = Folded(r"(?:^|\s|[(<\[])(?:[a-z][\w+.-]*://|www\.|~?/|\.{1,2}/|[\w.-]+/)\S*$")
 #: fenced code (closed or running to the end) and inline code spans
 _CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`", re.DOTALL)
 _DANGLING_PUNCT = re.compile(r"[,;:\-\u2013\u2014(\[{/&+]\s*$")
@@ -94,11 +94,10 @@ def latin_language(text: str) -> str | None:
     ws = words(text)
     if len(ws) < MIN_LANGUAGE_WORDS:
         return None
-    counts = Counter(ws)
     found = dict.fromkeys(LANGUAGE_WORDS, 0)
-    for w in _FUNCTION_WORDS.intersection(counts):
+    for w in [w for w in ws if w in _FUNCTION_WORDS]:  # one test per word: most are no function word
         for lang in _LANGUAGES_OF[w]:
-            found[lang] += counts[w]
+            found[lang] += 1
     hits = sorted(((n, lang) for lang, n in found.items()), reverse=True)
     (best, lang), (second, _) = hits[0], hits[1]
     if best >= MIN_LANGUAGE_HITS and best >= 2 * max(second, 1):
