@@ -58,9 +58,14 @@ def uncovered_language(text: str) -> str | None:
     return languages.uncovered_language(text, lexicons.REFUSAL_LANGUAGES)
 
 
+def _fold(text: str) -> str:
+    """Typographic apostrophes to ' and no-break spaces to spaces (ASCII text has neither)."""
+    return text if text.isascii() else text.translate(_FOLD)
+
+
 def head(text: str) -> list[str]:
     """The opening sentences of a reply, apostrophes folded and quoted passages set aside."""
-    folded = _QUOTED.sub(" ", text[:HEAD_CHARS].translate(_FOLD))
+    folded = _QUOTED.sub(" ", _fold(text[:HEAD_CHARS]))
     out: list[str] = []
     for sentence in _SENTENCE.split(folded):
         if sentence.strip():
@@ -108,7 +113,7 @@ def is_refusal(text: str) -> bool | None:
 
 def refusal_kind(text: str) -> str:
     """`explained` (gives a reason), `redirected` (offers a way on) or `bare`, for a refusing reply."""
-    folded = text.translate(_FOLD)
+    folded = _fold(text)
     if _EXPLAINED.search(folded):
         return "explained"
     if _REDIRECTED.search(folded):
