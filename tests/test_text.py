@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tracing_eval.metrics.deterministic import refusal_loop, response_hygiene, slots, thread_stats, tool_errors
-from tracing_eval.text import Folded, script_of
+from tracing_eval.text import Folded, script_of, split_sentences
 
 FOLDED = [
     value
@@ -71,3 +71,25 @@ def test_script_of_counts_ascii_letters() -> None:
     assert script_of("12345 678 90 ab!") is None
     assert script_of("a1b2c3d4e5f6", min_letters=6) == "LATIN"
     assert script_of("a1b2c3d4e5f6", min_letters=7) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a.\n.\nb",
+        "! . x",
+        "Hi.  There?\n\nYes!\n",
+        ". x",
+        "x.",
+        "\n\n",
+        "a?!  b",
+        "e.g. the end",
+        "Mail me at a.b@example.com. Thanks!",
+        "Costs 3.50 today.\u2003Next",
+        "?\n!\n",
+        "",
+    ],
+)
+def test_split_sentences_splits_where_the_look_behind_pattern_does(text: str) -> None:
+    want = [s.strip() for s in re.split(r"(?<=[.?!])\s+|\n+", text) if s and s.strip()]
+    assert split_sentences(text) == want

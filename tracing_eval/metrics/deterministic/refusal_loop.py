@@ -22,7 +22,7 @@ from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import languages, lexicons
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.model import MetricResult, Scope, Thread, not_applicable, score_result
-from tracing_eval.text import Folded
+from tracing_eval.text import Folded, split_sentences
 
 NAME = "refusal_loop"
 VERSION = "2"
@@ -48,7 +48,6 @@ _EXPLAINED = Folded(lexicons.EXPLANATION_CUES)
 _REDIRECTED = Folded(lexicons.ALTERNATIVE_CUES)
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
 _QUOTED = re.compile(r"\"[^\"\n]{0,300}\"|\u201c[^\u201d\n]{0,300}\u201d|\u00ab[^\u00bb\n]{0,300}\u00bb")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _TOKEN = re.compile(r"[^\W\d_]+")
 _NEGATED_TOKEN = re.compile(r"n['\u2019\u02bc]t\b|\bn['\u2019\u02bc]|\bkein")
 
@@ -65,14 +64,18 @@ def _fold(text: str) -> str:
 
 def head(text: str) -> list[str]:
     """The opening sentences of a reply, apostrophes folded and quoted passages set aside."""
-    folded = _QUOTED.sub(" ", _fold(text[:HEAD_CHARS]))
-    out: list[str] = []
-    for sentence in _SENTENCE.split(folded):
-        if sentence.strip():
-            out.append(sentence.strip())
-            if len(out) == HEAD_SENTENCES:
-                break
-    return out
+    opening = _fold(text[:HEAD_CHARS])
+    if '"' in opening or "\u201c" in opening or "\u00ab" in opening:
+        opening = _QUOTED.sub(" ", opening)
+    return split_sentences(opening)[:HEAD_SENTENCES]
+
+
+def _negated_token(opening: str) -> bool:
+    """A word ending in n't, starting with n' (any apostrophe) or `kein`; the substring tests skip
+    the pattern for the openings that hold neither an apostrophe nor `kein`."""
+    if "kein" not in opening and not any(a in opening for a in "'\u2019\u02bc"):
+        return False
+    return bool(_NEGATED_TOKEN.search(opening))
 
 
 def read(text: str) -> tuple[str | None, str | None]:
@@ -83,7 +86,7 @@ def read(text: str) -> tuple[str | None, str | None]:
     if why is not None:
         return why, None
     # cheap pre-filter: every cue has a trigger word, a word ending in n't, starting with n' or kein
-    if lexicons.REFUSAL_TRIGGERS.isdisjoint(ws) and not _NEGATED_TOKEN.search(opening):
+    if lexicons.REFUSAL_TRIGGERS.isdisjoint(ws) and not _negated_token(opening):
         return None, None
     sentences = head(text)
     cues = (_CUE, _CUE_ELSEWHERE) if languages.maybe_elsewhere(text, words_=ws) else (_CUE,)

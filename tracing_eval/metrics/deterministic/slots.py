@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
 from tracing_eval.text import Folded, could_match
+from tracing_eval.text import split_sentences as text_sentences
 
 _I = re.IGNORECASE
 
@@ -301,7 +302,6 @@ USER_RETRACTION_ELSEWHERE = Folded(
     r"\b(?:no\s+(?:tengo|s[ée]|recuerdo)|olvid[ée]|no\s+estoy\s+segur[oa]|je\s+n'ai\s+pas|ich\s+habe\s+keine"
     r"|não\s+tenho|não\s+sei|non\s+ho|non\s+so)\b",
 )
-_SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+|\n+")
 _NORMALISE_VALUE = re.compile(r"[^a-z0-9@]")
 
 
@@ -363,7 +363,7 @@ def mentions_value(text: str, value: str) -> bool:
 
 def split_sentences(text: str) -> list[str]:
     """Sentences end at . ? ! followed by white space, or at a line break (emails keep their dots)."""
-    return [s.strip() for s in _SENTENCE_BREAK.split(text) if s and s.strip()]
+    return text_sentences(text)
 
 
 def _reservation_values(text: str) -> Iterator[str]:
