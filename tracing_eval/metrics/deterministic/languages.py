@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -45,11 +44,10 @@ def latin_language(text: str) -> str | None:
     ws = all_words(text)
     if len(ws) < GUESS_MIN_WORDS:
         return None
-    counts = Counter(ws)
     found = dict.fromkeys(lexicons.LANGUAGE_WORDS, 0)
-    for w in _FUNCTION_WORDS.intersection(counts):
+    for w in [w for w in ws if w in _FUNCTION_WORDS]:  # one test per word: most are no function word
         for lang in _LANGUAGES_OF[w]:
-            found[lang] += counts[w]
+            found[lang] += 1
     hits = sorted(((n, lang) for lang, n in found.items()), reverse=True)
     (best, lang), (second, _) = hits[0], hits[1]
     if best >= GUESS_MIN_HITS and best >= 2 * max(second, 1):

@@ -23,6 +23,7 @@ from tracing_eval.metrics.deterministic import languages, lexicons
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Thread
+from tracing_eval.text import Folded, split_sentences
 
 DEFAULT_THRESHOLD = 0.7
 WEIGHTS: dict[str, float] = {"none": 1.0, "partial": 0.7, "fully": 0.0}
@@ -33,20 +34,19 @@ HEAD_CHARS = 600
 #: a run fails the user with this many unexplained, unredirected refusals in it
 BARE_IN_FAILING_RUN = 2
 
-_I = re.IGNORECASE
-_CUE = re.compile("|".join(f"(?:{p})" for p in lexicons.REFUSAL_CUES["en"]), _I)
-_CUE_ELSEWHERE = re.compile(
-    "|".join(f"(?:{p})" for lang, cues in lexicons.REFUSAL_CUES.items() if lang != "en" for p in cues), _I
+#: case-insensitive cue patterns (`Folded`: lower-cased ASCII text goes to a case-sensitive copy)
+_CUE = Folded("|".join(f"(?:{p})" for p in lexicons.REFUSAL_CUES["en"]))
+_CUE_ELSEWHERE = Folded(
+    "|".join(f"(?:{p})" for lang, cues in lexicons.REFUSAL_CUES.items() if lang != "en" for p in cues)
 )
-_CONDITION = re.compile("|".join(f"(?:{p})" for p in lexicons.CONDITION_CUES.values()), _I)
-_NO_ANSWER = re.compile(lexicons.NO_ANSWER_CUES, _I)
-_GOES_ON = re.compile(lexicons.GOES_ON_CUES, _I)
-_IDIOM = re.compile(lexicons.IDIOM_CUES, _I)
-_EXPLAINED = re.compile(lexicons.EXPLANATION_CUES, _I)
-_REDIRECTED = re.compile(lexicons.ALTERNATIVE_CUES, _I)
+_CONDITION = Folded("|".join(f"(?:{p})" for p in lexicons.CONDITION_CUES.values()))
+_NO_ANSWER = Folded(lexicons.NO_ANSWER_CUES)
+_GOES_ON = Folded(lexicons.GOES_ON_CUES)
+_IDIOM = Folded(lexicons.IDIOM_CUES)
+_EXPLAINED = Folded(lexicons.EXPLANATION_CUES)
+_REDIRECTED = Folded(lexicons.ALTERNATIVE_CUES)
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
 _QUOTED = re.compile(r"\"[^\"\n]{0,300}\"|\u201c[^\u201d\n]{0,300}\u201d|\u00ab[^\u00bb\n]{0,300}\u00bb")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _TOKEN = re.compile(r"[^\W\d_]+")
 _NEGATED_TOKEN = re.compile(r"n['\u2019\u02bc]t\b|\bn['\u2019\u02bc]|\bkein")
 
@@ -56,16 +56,25 @@ def uncovered_language(text: str) -> str | None:
     return languages.uncovered_language(text, lexicons.REFUSAL_LANGUAGES)
 
 
+def _fold(text: str) -> str:
+    """Typographic apostrophes to ' and no-break spaces to spaces (ASCII text has neither)."""
+    return text if text.isascii() else text.translate(_FOLD)
+
+
 def head(text: str) -> list[str]:
     """The opening sentences of a reply, apostrophes folded and quoted passages set aside."""
-    folded = _QUOTED.sub(" ", text[:HEAD_CHARS].translate(_FOLD))
-    out: list[str] = []
-    for sentence in _SENTENCE.split(folded):
-        if sentence.strip():
-            out.append(sentence.strip())
-            if len(out) == HEAD_SENTENCES:
-                break
-    return out
+    opening = _fold(text[:HEAD_CHARS])
+    if '"' in opening or "\u201c" in opening or "\u00ab" in opening:
+        opening = _QUOTED.sub(" ", opening)
+    return split_sentences(opening)[:HEAD_SENTENCES]
+
+
+def _negated_token(opening: str) -> bool:
+    """A word ending in n't, starting with n' (any apostrophe) or `kein`; the substring tests skip
+    the pattern for the openings that hold neither an apostrophe nor `kein`."""
+    if "kein" not in opening and not any(a in opening for a in "'\u2019\u02bc"):
+        return False
+    return bool(_NEGATED_TOKEN.search(opening))
 
 
 def read(text: str) -> tuple[str | None, str | None]:
@@ -76,7 +85,7 @@ def read(text: str) -> tuple[str | None, str | None]:
     if why is not None:
         return why, None
     # cheap pre-filter: every cue has a trigger word, a word ending in n't, starting with n' or kein
-    if lexicons.REFUSAL_TRIGGERS.isdisjoint(ws) and not _NEGATED_TOKEN.search(opening):
+    if lexicons.REFUSAL_TRIGGERS.isdisjoint(ws) and not _negated_token(opening):
         return None, None
     sentences = head(text)
     cues = (_CUE, _CUE_ELSEWHERE) if languages.maybe_elsewhere(text, words_=ws) else (_CUE,)
@@ -106,7 +115,7 @@ def is_refusal(text: str) -> bool | None:
 
 def refusal_kind(text: str) -> str:
     """`explained` (gives a reason), `redirected` (offers a way on) or `bare`, for a refusing reply."""
-    folded = text.translate(_FOLD)
+    folded = _fold(text)
     if _EXPLAINED.search(folded):
         return "explained"
     if _REDIRECTED.search(folded):

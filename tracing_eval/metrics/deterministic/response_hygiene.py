@@ -20,6 +20,7 @@ from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.languages import latin_language
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Thread, Turn
+from tracing_eval.text import Folded
 from tracing_eval.text import script_of as text_script_of
 
 DEFAULT_THRESHOLD = 0.7
@@ -35,18 +36,21 @@ PLACEHOLDER = re.compile(
     r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b",
 )
 #: every PLACEHOLDER match holds one of these: a cheap gate before stripping code and searching
-_MAYBE_PLACEHOLDER = re.compile(r"[{}$\[<]|undefined|null|None|NaN")
-WHOLE_PLACEHOLDER = re.compile(r"^\s*(?:none|null|undefined|nan|nil|\[\]|\{\})\s*$", re.IGNORECASE)
+_MAYBE_PLACEHOLDER = ("{", "}", "$", "[", "<", "undefined", "null", "None", "NaN")
+WHOLE_PLACEHOLDER = Folded(r"^\s*(?:none|null|undefined|nan|nil|\[\]|\{\})\s*$")
 #: words a finished English sentence almost never ends on (prepositions and pronouns can)
 DANGLING_WORDS = frozenset("a an the and or but nor because than my your our their its whose".split())
 #: tool names that hand the conversation over; a turn that ends in one needs no reply text
 HANDOFF = re.compile(r"transfer|hand_?off|escalat|human|agent_?handover", re.IGNORECASE)
 _TAIL_WORD = re.compile(r"([^\W\d_]+)\W*$")
 #: the reply ends in a URL or a path: its trailing "/" or "-" is not a dangling mark
-_LINK_TAIL = re.compile(r"(?:^|\s|[(<\[])(?:[a-z][\w+.-]*://|www\.|~?/|\.{1,2}/|[\w.-]+/)\S*$", re.IGNORECASE)
+_LINK_TAIL = Folded(r"(?:^|\s|[(<\[])(?:[a-z][\w+.-]*://|www\.|~?/|\.{1,2}/|[\w.-]+/)\S*$")
 #: fenced code (closed or running to the end) and inline code spans
 _CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`", re.DOTALL)
-_DANGLING_PUNCT = re.compile(r"[,;:\-\u2013\u2014(\[{/&+]\s*$")
+#: a reply (stripped of trailing white space) that ends in one of these is left dangling
+_DANGLING_PUNCT = frozenset(",;:-\u2013\u2014([{/&+")
+#: the tail word is read from this many last characters (a longer word is no dangling word either)
+_TAIL_CHARS = 40
 
 
 def truncated(text: str, finish_reason: str | None) -> str | None:
@@ -59,14 +63,14 @@ def truncated(text: str, finish_reason: str | None) -> str | None:
     if stripped.count("```") % 2 == 1:
         return "unclosed code block"
     if (
-        _DANGLING_PUNCT.search(stripped)
+        stripped[-1] in _DANGLING_PUNCT
         and not stripped.endswith((":-)", ";-)", ":)"))
         and not _LINK_TAIL.search(stripped)
     ):
         return "ends with a dangling punctuation mark"
     last = stripped[-1]
     if last.isalpha():
-        m = _TAIL_WORD.search(stripped)
+        m = _TAIL_WORD.search(stripped, max(0, len(stripped) - _TAIL_CHARS))
         if m and m.group(1).lower() in DANGLING_WORDS and len(stripped.split()) >= 6:
             return f"ends mid-sentence on {m.group(1)!r}"
     return None
@@ -113,7 +117,7 @@ def check_turn(turn: Turn) -> dict[str, str]:
         failing["truncated"] = why
     if WHOLE_PLACEHOLDER.match(reply):
         failing["placeholder"] = f"the whole reply is {reply.strip()!r}"
-    elif _MAYBE_PLACEHOLDER.search(reply):
+    elif any(piece in reply for piece in _MAYBE_PLACEHOLDER):
         m = PLACEHOLDER.search(_CODE.sub(" ", reply))
         if m:
             failing["placeholder"] = f"leaked template text {m.group(0)[:40]!r}"

@@ -52,7 +52,9 @@ def words(text: str) -> tuple[str, ...]:
     """Lower-cased words after NFKC, with apostrophes removed (`don't` -> `dont`). Memoised by text:
     several metrics read the same message."""
     folded = unicodedata.normalize("NFKC", text).lower()
-    return tuple(_WORD.findall(_APOSTROPHE.sub("", folded)))
+    if "'" in folded or "\u2019" in folded:
+        folded = _APOSTROPHE.sub("", folded)
+    return tuple(_WORD.findall(folded))
 
 
 def tokens(text: str) -> list[str]:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
-from tracing_eval.text import could_match
+from tracing_eval.text import Folded, could_match
+from tracing_eval.text import split_sentences as text_sentences
 
 _I = re.IGNORECASE
 
@@ -24,7 +25,7 @@ NOT_A_NAME: frozenset[str] = STOP_WORDS | frozenset("nope nah maybe later never 
 class Slot:
     name: str
     #: how an assistant names the slot when asking for it
-    asked_as: re.Pattern[str]
+    asked_as: Folded
     #: values found with a keyword, anywhere in a user message (group 1 is the value)
     keyed: tuple[re.Pattern[str], ...] = ()
     #: values whose shape alone identifies the slot (no keyword needed)
@@ -32,9 +33,9 @@ class Slot:
     #: the shape of a bare value that answers a direct ask for this slot
     bare: re.Pattern[str] | None = None
     #: words in an ask that mean a different value of this kind is wanted (another booking, a return date)
-    other: re.Pattern[str] | None = None
+    other: Folded | None = None
     #: how an assistant names the slot in Spanish, French, German, Portuguese or Italian
-    asked_as_elsewhere: re.Pattern[str] | None = None
+    asked_as_elsewhere: Folded | None = None
 
 
 _ID = r"#?\s*((?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,24})"
@@ -56,10 +57,9 @@ _DATE = re.compile(
     rf"|{_MONTH}\.?\s+{_DAY}{_YEAR}|{_DAY}\s+(?:of\s+)?{_MONTH}{_YEAR})\b",
     _I,
 )
-_BIRTH_CONTEXT = re.compile(
+_BIRTH_CONTEXT = Folded(
     r"\b(?:born|birth|birthday|dob|d\.o\.b|nacimiento|nac[ií]|naissance|née?|geburt\w*|geboren|nascimento|nasci"
     r"|nascita|nat[oa])\b",
-    _I,
 )
 _USER_ID_SHAPE = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{2,}\b")
 _RESERVATION_SHAPE = re.compile(r"\b(?![A-Z]{3}\d{3}\b)(?:(?=[A-Z]*\d)(?=\d*[A-Z])[A-Z0-9]{5,8}|[A-Z]{6})\b")
@@ -68,14 +68,14 @@ _ZIP = r"(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2})"  # US ZIP(+4) o
 _ZIP_SHAPE = re.compile(rf"\b{_ZIP}\b")
 _NAME_SHAPE = re.compile(r"^\s*(?:it'?s\s+|i'?m\s+|this is\s+)?([A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+){0,3})\s*[.!]?\s*$")
 
-_PEOPLE = re.compile(
-    r"\b(?:passengers?|travell?ers?|companions?|friends?|each|every|guests?|child|children|spouse|partner)\b", _I
+_PEOPLE = Folded(
+    r"\b(?:passengers?|travell?ers?|companions?|friends?|each|every|guests?|child|children|spouse|partner)\b"
 )
 
 SLOTS: tuple[Slot, ...] = (
     Slot(
         "order_number",
-        re.compile(r"\border\s*(?:number|#|id\b|no\b)", _I),
+        Folded(r"\border\s*(?:number|#|id\b|no\b)"),
         keyed=(
             re.compile(
                 rf"\b(?:order|pedido|orden|commande|bestellung|bestellnummer|ordine){_IS}#?\s*"
@@ -84,69 +84,58 @@ SLOTS: tuple[Slot, ...] = (
             ),
         ),
         bare=_CODE_WITH_DIGIT,
-        asked_as_elsewhere=re.compile(
+        asked_as_elsewhere=Folded(
             r"\bn[uú]mero\s+d[eo]\s+(?:pedido|orden)|\bnum[ée]ro\s+de\s+commande|\bbestell(?:nummer|-?nr)"
             r"|\bnumero\s+(?:d'ordine|dell'ordine)",
-            _I,
         ),
     ),
     Slot(
         "email",
-        re.compile(r"\be-?mail\b", _I),
+        Folded(r"\be-?mail\b"),
         shaped=_EMAIL,
-        asked_as_elsewhere=re.compile(
-            r"\bcorreo(?:\s+electr[oó]nico)?\b|\bcourriel\b|\be-?mail-?adresse\b|\bposta\s+elettronica\b",
-            _I,
+        asked_as_elsewhere=Folded(
+            r"\bcorreo(?:\s+electr[oó]nico)?\b|\bcourriel\b|\be-?mail-?adresse\b|\bposta\s+elettronica\b"
         ),
     ),
     Slot(
         "phone",
-        re.compile(r"\b(?:phone|mobile|telephone|cell)(?:\s*number)?\b|\bcontact number\b", _I),
+        Folded(r"\b(?:phone|mobile|telephone|cell)(?:\s*number)?\b|\bcontact number\b"),
         shaped=_PHONE,
-        asked_as_elsewhere=re.compile(
+        asked_as_elsewhere=Folded(
             r"\btel[ée]fono\b|\bcelular\b|\bm[oó]vil\b|\bt[ée]l[ée]phone\b|\btelefon(?:nummer)?\b|\bhandynummer\b"
             r"|\btelefone\b|\btelefono\b|\bcellulare\b",
-            _I,
         ),
     ),
     Slot(
         "zip",
-        re.compile(r"\bzip(?:\s*code)?\b|\bpost(?:al)?\s*code\b", _I),
+        Folded(r"\bzip(?:\s*code)?\b|\bpost(?:al)?\s*code\b"),
         keyed=(re.compile(rf"\b(?:zip(?:\s*code)?|post(?:al)?\s*code){_IS}({_ZIP})\b", _I),),
         bare=_ZIP_SHAPE,
-        asked_as_elsewhere=re.compile(
-            r"\bc[oó]digo\s+postal\b|\bcode\s+postal\b|\bpostleitzahl\b|\bcodice\s+postale\b",
-            _I,
-        ),
+        asked_as_elsewhere=Folded(r"\bc[oó]digo\s+postal\b|\bcode\s+postal\b|\bpostleitzahl\b|\bcodice\s+postale\b"),
     ),
     Slot(
         "date_of_birth",
-        re.compile(r"\bdate of birth\b|\bbirth\s*date\b|\bbirthday\b|\bdob\b", _I),
+        Folded(r"\bdate of birth\b|\bbirth\s*date\b|\bbirthday\b|\bdob\b"),
         bare=_DATE,
         other=_PEOPLE,
-        asked_as_elsewhere=re.compile(
+        asked_as_elsewhere=Folded(
             r"\bfecha\s+de\s+nacimiento\b|\bdate\s+de\s+naissance\b|\bgeburtsdatum\b|\bdata\s+de\s+nascimento\b"
             r"|\bdata\s+di\s+nascita\b",
-            _I,
         ),
     ),
     Slot(
         "date",
-        re.compile(r"\bdates?\b(?!\s+(?:of\s+birth|de\s+naissance))", _I),
+        Folded(r"\bdates?\b(?!\s+(?:of\s+birth|de\s+naissance))"),
         shaped=_DATE,
-        other=re.compile(
+        other=Folded(
             r"\b(?:return|returning|departure|depart|travel|flight|trip|check-?in|check-?out|delivery|arrival|"
             r"expir\w*|preferred|desired|start|end)\b",
-            _I,
         ),
-        asked_as_elsewhere=re.compile(
-            r"\bfechas?\b(?!\s+de\s+nacimiento)|\bdatum\b",
-            _I,
-        ),
+        asked_as_elsewhere=Folded(r"\bfechas?\b(?!\s+de\s+nacimiento)|\bdatum\b"),
     ),
     Slot(
         "user_id",
-        re.compile(r"\buser\s*-?\s*(?:id|name)\b|\busername\b|\blogin\b", _I),
+        Folded(r"\buser\s*-?\s*(?:id|name)\b|\busername\b|\blogin\b"),
         keyed=(
             re.compile(
                 r"\b(?:user\s*-?\s*id|user\s*name|login|usuario|identifiant|benutzer(?:name|-?id)?|usu[aá]rio|utente)"
@@ -156,29 +145,26 @@ SLOTS: tuple[Slot, ...] = (
         ),
         shaped=_USER_ID_SHAPE,
         bare=re.compile(r"\b[\w.-]*[\d_][\w.-]*\b"),
-        asked_as_elsewhere=re.compile(
+        asked_as_elsewhere=Folded(
             r"\b(?:id|identificador|nombre)\s+de\s+usuario\b|\bidentifiant\b|\bnom\s+d'utilisateur\b"
             r"|\bbenutzer(?:name|-?id|kennung)\b|\b(?:id|nome)\s+de\s+usu[aá]rio\b|\b(?:id|nome)\s+utente\b",
-            _I,
         ),
     ),
     Slot(
         "account_id",
-        re.compile(r"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no)\b", _I),
+        Folded(r"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no)\b"),
         keyed=(re.compile(rf"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no\.?|#){_IS}{_ID}", _I),),
         bare=_CODE_WITH_DIGIT,
-        asked_as_elsewhere=re.compile(
+        asked_as_elsewhere=Folded(
             r"\bn[uú]mero\s+de\s+(?:cuenta|cliente|socio)\b|\bnum[ée]ro\s+de\s+(?:compte|client)\b"
             r"|\b(?:konto|kunden)nummer\b|\bn[uú]mero\s+da\s+conta\b|\bnumero\s+di\s+conto\b",
-            _I,
         ),
     ),
     Slot(
         "reservation_id",
-        re.compile(
+        Folded(
             r"\b(?:reservation|booking)\s*(?:id|number|code|no|reference|ref)s?\b"
             r"|\bconfirmation\s*(?:number|code)\b|\bpnr\b",
-            _I,
         ),
         keyed=(
             re.compile(
@@ -188,27 +174,25 @@ SLOTS: tuple[Slot, ...] = (
             ),
         ),
         bare=_RESERVATION_SHAPE,
-        asked_as_elsewhere=re.compile(
+        asked_as_elsewhere=Folded(
             r"\b(?:c[oó]digo|n[uú]mero)\s+d[ea]\s+(?:reserva|confirmaci[oó]n)\b|\blocalizador\b"
             r"|\b(?:num[ée]ro|code)\s+de\s+(?:r[ée]servation|confirmation)\b|\b(?:buchungs|reservierungs)(?:nummer|code)\b"
             r"|\b(?:codice|numero)\s+(?:di\s+)?prenotazione\b",
-            _I,
         ),
     ),
     Slot(
         "tracking_number",
-        re.compile(r"\btracking\s*(?:number|id|code)\b", _I),
+        Folded(r"\btracking\s*(?:number|id|code)\b"),
         keyed=(re.compile(rf"\btracking\s*(?:number|id|code)?{_IS}{_ID}", _I),),
         bare=_CODE_WITH_DIGIT,
-        asked_as_elsewhere=re.compile(
+        asked_as_elsewhere=Folded(
             r"\bn[uú]mero\s+de\s+(?:seguimiento|rastreo|rastreamento)\b|\bnum[ée]ro\s+de\s+suivi\b|\bsendungsnummer\b"
             r"|\bnumero\s+di\s+tracciamento\b",
-            _I,
         ),
     ),
     Slot(
         "name",
-        re.compile(r"\byour\s+(?:full\s+|first\s+|last\s+)?name\b|\bwho am i speaking with\b", _I),
+        Folded(r"\byour\s+(?:full\s+|first\s+|last\s+)?name\b|\bwho am i speaking with\b"),
         keyed=(
             re.compile(
                 r"\b(?i:my name is|my name's|call me|me llamo|mi nombre es|je m'appelle|mon nom est|ich heiße"
@@ -218,10 +202,9 @@ SLOTS: tuple[Slot, ...] = (
         ),
         bare=_NAME_SHAPE,
         other=_PEOPLE,
-        asked_as_elsewhere=re.compile(
+        asked_as_elsewhere=Folded(
             r"\b(?:su|tu)\s+nombre(?:\s+completo)?\b|\bcon\s+qui[eé]n\s+hablo\b|\bvotre\s+nom\b|\bihren?\s+namen?\b"
             r"|\b(?:seu|teu)\s+nome\b|\bil\s+(?:suo|tuo)\s+nome\b",
-            _I,
         ),
     ),
 )
@@ -229,18 +212,17 @@ SLOTS: tuple[Slot, ...] = (
 SLOT_BY_NAME = {s.name: s for s in SLOTS}
 
 #: cheap pre-filters: a sentence that fails them cannot name a slot / give a value
-_ANY_SLOT_NAME = re.compile("|".join(f"(?:{s.asked_as.pattern})" for s in SLOTS), _I)
-_ANY_SLOT_NAME_ELSEWHERE = re.compile(
-    "|".join(f"(?:{s.asked_as_elsewhere.pattern})" for s in SLOTS if s.asked_as_elsewhere is not None), _I
+_ANY_SLOT_NAME = Folded("|".join(f"(?:{s.asked_as.pattern})" for s in SLOTS))
+_ANY_SLOT_NAME_ELSEWHERE = Folded(
+    "|".join(f"(?:{s.asked_as_elsewhere.pattern})" for s in SLOTS if s.asked_as_elsewhere is not None)
 )
-_MAYBE_VALUE = re.compile(
-    r"\d|@|\b(?i:reservation|booking|confirmation|pnr|name|call me|user|login|reserva|localizador|llamo|nombre"
-    r"|usuario|r[ée]servation|appelle|nom\b|buchung|reservierung|heiße|prenotazione|chiamo|chamo|usu[aá]rio|utente)",
-    0,
+_MAYBE_VALUE = Folded(
+    r"\d|@|\b(?:reservation|booking|confirmation|pnr|name|call me|user|login|reserva|localizador|llamo|nombre"
+    r"|usuario|r[ée]servation|appelle|nom\b|buchung|reservierung|heiße|prenotazione|chiamo|chamo|usu[aá]rio|utente)"
 )
 
 #: sentence markers that turn a slot mention into a direct request for it
-REQUEST = re.compile(
+REQUEST = Folded(
     r"\bplease\s+(?:provide|share|enter|send|give|tell|confirm|specify|type|let me know)"
     r"|\b(?:could|can|would|will)\s+you\s+(?:please\s+)?(?:provide|share|confirm|give|tell|send|specify|enter|type"
     r"|let me know|double[- ]check|check|verify|re-?enter|re-?type)"
@@ -268,71 +250,58 @@ REQUEST = re.compile(
     r"|\b(?:potrebbe|può|potresti|puoi)\s+(?:per favore\s+)?(?:darmi|fornirmi|indicarmi|comunicarmi|confermar\w*"
     r"|inviarmi|dirmi)|\bqual\s*(?:è|'è)\s+(?:il|la)\s+(?:suo|sua|tuo|tua)\b"
     r"|\bper\s+favore,?\s+(?:mi\s+)?(?:indichi|fornisca|invii|confermi)",
-    _I,
 )
 #: a statement of what is needed ("I'll need your user ID"): an ask, but a weaker one
-NEED = re.compile(
+NEED = Folded(
     r"\b(?:i'?ll|i will|i'd|i would|we'?ll|we will|i|we)\s+(?:also\s+|still\s+)?need\b"
     r"|\b(?:necesito|necesitar[ée]|necesitamos)\b|\bj'ai\s+besoin\b|\bich\s+(?:benötige|brauche)\b"
     r"|\b(?:preciso|precisarei|precisamos)\b|\bho\s+bisogno\b",
-    _I,
 )
 _QUESTION = re.compile(r"\?\s*$")
-_REQUEST_VERB = re.compile(
+_REQUEST_VERB = Folded(
     r"\b(?:provide|share|give|tell|send|enter|type|specify|know|have|confirm)\b"
     r"|\b(?:proporcion|indic|facilit|d[ae]r|confirm|envi|compart|escrib|fourni|donn|communiqu|geben|nennen|mitteilen"
     r"|inform|fornec|pass|fornir|comunic)\w*",
-    _I,
 )
-_OFFER = re.compile(
+_OFFER = Folded(
     r"\bwould you like\b|\bdo you want\b|\bshall i\b|\ble\s+gustar[ií]a\b|\b(?:quiere|desea)\b|\bvoulez-vous\b"
     r"|\bsouhaitez-vous\b|\bmöchten\s+sie\b|\b(?:gostaria|deseja)\b|\b(?:vuole|desidera)\b",
-    _I,
 )
 #: a qualifier that means a different value of the same kind is wanted (another booking, a new date)
-OTHER_VALUE = re.compile(
+OTHER_VALUE = Folded(
     r"\b(?:other|another|new|different|additional|second|next|remaining|alternative|correct"
     r"|otr[oa]s?(?!\s+vez)|(?<!\bde\s)nuev[oa]s?|diferente|adicional|segund[oa]|autre|(?<!\bde\s)nouve(?:au|lle)|différente?|andere[nrs]?|neue[nrs]?"
     r"|outr[oa](?!\s+vez)|(?<!\bde\s)nov[oa]|altr[oa](?!\s+volta)|nuov[oa]|divers[oa])\b",
-    _I,
 )
 #: words that make an ask echoing the known value a confirmation
-CONFIRM = re.compile(
-    r"\b(?:confirm|correct|verify|right|double[- ]check|make sure|is that|is this|just to be sure)\b|\?", _I
-)
-NOT_FOUND = re.compile(
+CONFIRM = Folded(r"\b(?:confirm|correct|verify|right|double[- ]check|make sure|is that|is this|just to be sure)\b|\?")
+NOT_FOUND = Folded(
     r"\b(?:not\s+(?:be\s+)?found|could(?:n'?t| not)\s+(?:find|locate|verify|match)"
     r"|can(?:'?t|not)\s+(?:find|locate|verify)|unable\s+to\s+(?:find|locate|verify|retrieve)"
     r"|no\s+(?:record|match|account|order|reservation|booking)s?\b"
     r"|does(?:n'?t| not)\s+(?:match|exist|seem to (?:match|exist))|did(?:n'?t| not)\s+match"
     r"|invalid|incorrect|not\s+valid|not\s+associated|not\s+recogni[sz]ed|seems?\s+to\s+be\s+(?:wrong|incorrect)"
     r"|wrong|misunderstanding|mix-?up)\b",
-    _I,
 )
-NOT_FOUND_ELSEWHERE = re.compile(
+NOT_FOUND_ELSEWHERE = Folded(
     r"\b(?:no\s+(?:se\s+)?(?:encontr\w*|pud[eo]\s+encontrar|existe|coincide)|inv[aá]lid[oa]|incorrect[oa]|introuvable"
     r"|n'existe\s+pas|nicht\s+gefunden|ungültig|falsch|não\s+(?:foi\s+)?encontrad[oa]|non\s+(?:è\s+stat[oa]\s+)?trovat[oa]"
     r"|non\s+valid[oa]|errat[oa])\b",
-    _I,
 )
-USER_CORRECTION = re.compile(r"\b(?:typo|mistake|wrong|incorrect|mistyped|sorry,? i meant|i meant)\b", _I)
-USER_CORRECTION_ELSEWHERE = re.compile(
+USER_CORRECTION = Folded(r"\b(?:typo|mistake|wrong|incorrect|mistyped|sorry,? i meant|i meant)\b")
+USER_CORRECTION_ELSEWHERE = Folded(
     r"\b(?:me\s+equivoqu[ée]|equivocad[oa]|quise\s+decir|je\s+me\s+suis\s+tromp[ée]e?|vertippt|me\s+enganei|errei"
     r"|mi\s+sono\s+sbagliat[oa])\b",
-    _I,
 )
 #: a user taking a value back: "I don't have the reservation ID", "that was the wrong number"
-USER_RETRACTION = re.compile(
+USER_RETRACTION = Folded(
     r"\b(?:do(?:n'?t| not)\s+(?:have|know|remember|recall)|can(?:'?t|not)\s+(?:find|remember|recall)|forgot|"
     r"not sure|wrong|incorrect|mistake|typo)\b",
-    _I,
 )
-USER_RETRACTION_ELSEWHERE = re.compile(
+USER_RETRACTION_ELSEWHERE = Folded(
     r"\b(?:no\s+(?:tengo|s[ée]|recuerdo)|olvid[ée]|no\s+estoy\s+segur[oa]|je\s+n'ai\s+pas|ich\s+habe\s+keine"
     r"|não\s+tenho|não\s+sei|non\s+ho|non\s+so)\b",
-    _I,
 )
-_SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+|\n+")
 _NORMALISE_VALUE = re.compile(r"[^a-z0-9@]")
 
 
@@ -394,7 +363,7 @@ def mentions_value(text: str, value: str) -> bool:
 
 def split_sentences(text: str) -> list[str]:
     """Sentences end at . ? ! followed by white space, or at a line break (emails keep their dots)."""
-    return [s.strip() for s in _SENTENCE_BREAK.split(text) if s and s.strip()]
+    return text_sentences(text)
 
 
 def _reservation_values(text: str) -> Iterator[str]:

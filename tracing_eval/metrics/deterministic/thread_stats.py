@@ -9,7 +9,6 @@ abandoned: the user accepted a person, they did not leave.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
@@ -17,12 +16,12 @@ from tracing_eval.metrics.deterministic.friction_cues import ANNOYANCE, asks_for
 from tracing_eval.metrics.deterministic.response_hygiene import ends_in_handoff
 from tracing_eval.metrics.deterministic.user_friction import shouting
 from tracing_eval.model import MetricResult, Scope, Thread
+from tracing_eval.text import Folded
 
 #: a last user message that closes the conversation is not abandonment
-CLOSING = re.compile(
+CLOSING = Folded(
     r"^\W*(?:ok(?:ay)?|thanks?|thank you|thx|great|perfect|bye|goodbye|cheers|got it|that'?s all|no,? that'?s it)\b"
-    r"|\b(?:thank you|thanks|bye|goodbye|have a (?:good|great|nice) (?:day|one))\b[^?]*$|###STOP###",
-    re.IGNORECASE,
+    r"|\b(?:thank you|thanks|bye|goodbye|have a (?:good|great|nice) (?:day|one))\b[^?]*$|###stop###"
 )
 
 

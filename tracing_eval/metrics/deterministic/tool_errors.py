@@ -24,27 +24,26 @@ from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.views import located
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Scope, Thread, ToolCall, Turn
+from tracing_eval.text import Folded
 
 DEFAULT_THRESHOLD = 0.7
 LOOP_HALF = 3
 LOOP_ZERO = 6
 ERROR_TEXT_LIMIT = 300
 
-SUCCESS = re.compile(
+SUCCESS = Folded(
     r"\bsuccessful(?:ly)?\b|\b(?:all )?done\b|\bcompleted?\b"
     r"|\bi(?:'ve| have)\s+(?:\w+\s+)?(?:updated|cancell?ed|booked|changed|modified|processed|sent|created|added|"
     r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed)\b"
     r"|\b(?:has|have) been\s+(?:\w+\s+)?(?:updated|cancell?ed|booked|changed|modified|processed|sent|created|added|"
     r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed|completed)\b"
-    r"|\b(?:is|are) (?:now )?(?:both )?(?:confirmed|booked|cancell?ed|all set)\b|\byou(?:'re| are) all set\b",
-    re.IGNORECASE,
+    r"|\b(?:is|are) (?:now )?(?:both )?(?:confirmed|booked|cancell?ed|all set)\b|\byou(?:'re| are) all set\b"
 )
-ERROR_OR_APOLOGY = re.compile(
+ERROR_OR_APOLOGY = Folded(
     r"\bsorry\b|\bapologi[sz]e|\bunfortunately\b|\berror\b|\bfail(?:ed|ure|s)?\b|\bunable\b|\bissue\b|\bproblem\b"
     r"|\bcould(?:n'?t| not)\b|\bcan(?:'?t|not)\b|\bdid(?:n'?t| not)\b|\bwas(?:n'?t| not)\b|\bdoes(?:n'?t| not)\b"
     r"|\bis(?:n'?t| not)\b|\bnot (?:possible|able|available|allowed|eligible)\b|\bhowever\b|\bdeclined\b|\bdenied\b"
-    r"|\binvalid\b",
-    re.IGNORECASE,
+    r"|\binvalid\b"
 )
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tracing_eval.model import Message, Thread
 
 
-@dataclass(frozen=True)
-class Located:
-    """A message with the turn it belongs to and its transcript position."""
+class Located(NamedTuple):
+    """A message with the turn it belongs to and its transcript position (a named tuple: a thread
+    builds one per message for several checks, and a tuple is the cheapest to build)."""
 
     turn: int
     position: int
