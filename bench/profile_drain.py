@@ -67,9 +67,9 @@ async def run(args: argparse.Namespace) -> None:
     import structlog
     import workload
 
-    from connectors.otlp.decode import PROTOBUF, decode_traces, decompress
     from tracing_eval import pipeline
     from tracing_eval.config import DETERMINISTIC_PACK, Settings
+    from tracing_eval.connectors.otlp.decode import PROTOBUF, decode_traces, decompress
     from tracing_eval.ingest import make_batch
     from tracing_eval.metrics.catalogue import build_metrics
     from tracing_eval.store.sql import SqlStore
@@ -91,8 +91,8 @@ async def run(args: argparse.Namespace) -> None:
         sinks: list[Any] = []
         collector = None
         if args.sink == "otlp":
-            from connectors.otlp.sink import OtlpEvaluationSink
             from tracing_eval.config import OtlpSinkSettings
+            from tracing_eval.connectors.otlp.sink import OtlpEvaluationSink
 
             collector = subprocess.Popen(
                 [sys.executable, "-c", COLLECTOR], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True

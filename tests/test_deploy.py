@@ -33,12 +33,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from connectors.otlp.decode import decode_traces, decompress, media_type
 from tests.commands import SCRIPT, check_cli, commands_in_markdown
 from tests.conftest import REPO
 from tests.fakes.loopback import LoopbackServer
 from tracing_eval import configdoc, worker
 from tracing_eval.config import ENV_PREFIX, HttpSettings, ReceiverSettings, Settings, load_settings
+from tracing_eval.connectors.otlp.decode import decode_traces, decompress, media_type
 from tracing_eval.ingest import conversation_ids
 
 DEPLOY = REPO / "deploy"
@@ -433,8 +433,8 @@ def test_compose_app_sends_its_spans_to_langfuse_with_the_project_keys() -> None
 
 
 def served_paths_with_receiver() -> set[str]:
-    from connectors.otlp.receiver import OtlpReceiver
     from tracing_eval.config import ReceiverSettings
+    from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 
     receiver = OtlpReceiver(SimpleNamespace(), ReceiverSettings())  # type: ignore[arg-type]
     return {route.path for route in worker.http_app(receiver, SimpleNamespace()).routes}

@@ -66,7 +66,7 @@ async def test_ninety_days_the_store_levels_off_and_everything_is_evaluated_and_
         settings, store, SourcePlan(True, ()), ["local", "otlp"], complete_files=False, telemetry=telemetry
     )
     pipeline.clock = clock
-    from connectors.otlp.receiver import OtlpReceiver
+    from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 
     receiver = OtlpReceiver(store, settings.receiver, clock=clock, telemetry=telemetry, sinks=pipeline.outbox_sinks)
     worker = Worker(settings, pipeline, receiver)

@@ -353,7 +353,7 @@ async def test_a_connect_timeout_is_named_in_the_error() -> None:
 @on_pg
 async def test_four_pipelines_evaluate_the_examples_once(store_url: str, settings: Any) -> None:
     """The real pipeline, four replicas ticking at once over one database: every thread once."""
-    from connectors.otlp.file_source import OtlpFileSource
+    from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 
     feeder = SqlStore(store_url)
     await feeder.open()

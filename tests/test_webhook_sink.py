@@ -18,8 +18,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from connectors.otlp.file_source import OtlpFileSource
-from connectors.review.webhook import (
+from tests.conftest import EXAMPLES
+from tests.fakes.loopback import LoopbackServer
+from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings, WebhookSettings
+from tracing_eval.connectors.otlp.file_source import OtlpFileSource
+from tracing_eval.connectors.review.webhook import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -27,9 +30,6 @@ from connectors.review.webhook import (
     WebhookSink,
     verify,
 )
-from tests.conftest import EXAMPLES
-from tests.fakes.loopback import LoopbackServer
-from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings, WebhookSettings
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import Scope, Span, score_result
 from tracing_eval.pipeline import Pipeline

@@ -199,8 +199,8 @@ async def _run_once(settings: Settings, plan: Any, sinks: list[str], since: Any 
 
 
 async def _run_forever(settings: Settings, plan: Any, sinks: list[str]) -> None:
-    from connectors.otlp.receiver import OtlpReceiver
     from tracing_eval import worker
+    from tracing_eval.connectors.otlp.receiver import OtlpReceiver
     from tracing_eval.telemetry import Telemetry
 
     store = worker.build_store(settings)
@@ -231,8 +231,8 @@ async def _run_forever(settings: Settings, plan: Any, sinks: list[str]) -> None:
 @friendly_errors
 def backfill(config_path: Path | None, since: str, sinks: tuple[str, ...]) -> None:
     """Read Langfuse history since a time, evaluate it, and write the scores back."""
-    from connectors.langfuse.settings import parse_since
     from tracing_eval import worker
+    from tracing_eval.connectors.langfuse.settings import parse_since
 
     settings = _settings(config_path)
     try:
@@ -246,7 +246,7 @@ def backfill(config_path: Path | None, since: str, sinks: tuple[str, ...]) -> No
 
 async def _catch_up(sources: Any, store: SqlStore, since: Any) -> None:
     """Pull the Langfuse source window by window up to now, with a progress bar over the time range."""
-    from connectors.langfuse.source import LangfuseSource, SourceState
+    from tracing_eval.connectors.langfuse.source import LangfuseSource, SourceState
 
     source = next(s for s in sources if isinstance(s, LangfuseSource))
     total = max(1.0, time.time() - since.timestamp())
@@ -460,7 +460,7 @@ async def _evaluate(settings: Settings, metrics: Any, threads: list[Any], runs: 
 
 
 def _time_option(value: str | None, name: str) -> float | None:
-    from connectors.langfuse.settings import parse_since
+    from tracing_eval.connectors.langfuse.settings import parse_since
 
     if value is None:
         return None
@@ -562,8 +562,8 @@ async def _export(settings: Settings, origin: str, selection: Any, max_turns: in
     from tracing_eval.scenarios import scenarios_from
 
     if origin == "langfuse":
-        from connectors.langfuse.client import LangfuseError
-        from connectors.langfuse.review_sessions import ReviewQueueError, ReviewSessions
+        from tracing_eval.connectors.langfuse.client import LangfuseError
+        from tracing_eval.connectors.langfuse.review_sessions import ReviewQueueError, ReviewSessions
 
         try:
             reader = ReviewSessions(settings.langfuse)
@@ -955,10 +955,10 @@ def _labelled_rows(file: Path) -> tuple[list[dict[str, Any]], list[Any]]:
 async def _langfuse_units(
     settings: Settings, human_name: str, metric: str, since: str, rule: Any, prediction: Any
 ) -> Any:
-    from connectors.langfuse.annotations import human_and_ours
-    from connectors.langfuse.client import LangfuseClient, LangfuseError
-    from connectors.langfuse.settings import parse_since
     from tracing_eval.calibrate import CalibrationError, join_scored
+    from tracing_eval.connectors.langfuse.annotations import human_and_ours
+    from tracing_eval.connectors.langfuse.client import LangfuseClient, LangfuseError
+    from tracing_eval.connectors.langfuse.settings import parse_since
 
     try:
         start = parse_since(since)
@@ -1029,7 +1029,7 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
 
     async def check_langfuse() -> None:
         try:
-            from connectors.langfuse import LangfuseClient
+            from tracing_eval.connectors.langfuse import LangfuseClient
         except ModuleNotFoundError as exc:
             report(False, "langfuse", _missing_extra(exc))
             return

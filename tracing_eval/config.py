@@ -20,7 +20,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from connectors.langfuse.settings import LangfuseSettings  # the connector's section, wired here
+from tracing_eval.connectors.langfuse.settings import LangfuseSettings  # the connector's section, wired here
 
 ENV_PREFIX = "TRACING_EVAL_"
 DEFAULT_CONFIG_FILE = "tracing-eval.toml"

@@ -29,10 +29,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from connectors.otlp.file_source import OtlpFileSource
-from connectors.otlp.grpc_receiver import GrpcBindError, OtlpGrpcReceiver
-from connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.config import ConfigError, Settings
+from tracing_eval.connectors.otlp.file_source import OtlpFileSource
+from tracing_eval.connectors.otlp.grpc_receiver import GrpcBindError, OtlpGrpcReceiver
+from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.judge import JudgeCache, JudgeClient, JudgeObserver
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.pipeline import Pipeline, TickStats
@@ -105,15 +105,15 @@ def build_sinks(names: list[str], settings: Settings, store: SqlStore) -> list[S
     """Sink objects by name; `local` (the store and its review queue) needs no outbox."""
     sinks: list[Sink] = []
     if LANGFUSE in names:
-        from connectors.langfuse import LangfuseSink
+        from tracing_eval.connectors.langfuse import LangfuseSink
 
         sinks.append(LangfuseSink(settings.langfuse, store=store))
     if OTLP in names:
-        from connectors.otlp.sink import OtlpEvaluationSink
+        from tracing_eval.connectors.otlp.sink import OtlpEvaluationSink
 
         sinks.append(OtlpEvaluationSink(settings.sinks.otlp))  # a missing endpoint is a ConfigError
     if WEBHOOK in names:
-        from connectors.review.webhook import WebhookSink
+        from tracing_eval.connectors.review.webhook import WebhookSink
 
         if not settings.sinks.webhook.urls:
             raise ConfigError("sink webhook: set [sinks.webhook] urls (TRACING_EVAL_SINKS__WEBHOOK__URLS)")
@@ -126,7 +126,7 @@ def build_sources(
 ) -> list[Source]:
     sources: list[Source] = [OtlpFileSource(p, complete=complete_files) for p in plan.files]
     if plan.langfuse:
-        from connectors.langfuse import LangfuseSource
+        from tracing_eval.connectors.langfuse import LangfuseSource
 
         sources.append(LangfuseSource(settings.langfuse, backfill_since=since))
     return sources

@@ -32,12 +32,12 @@ from typing import Any
 
 import structlog
 
-from connectors.langfuse.client import LangfuseClient, LangfuseError
-from connectors.langfuse.configs import ConfigRef, ScoreConfigs, score_name
-from connectors.langfuse.mapping import SOURCE, is_virtual, iso, trace_root
-from connectors.langfuse.review import ReviewRouter, split_key
-from connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.assemble import thread_from_traces
+from tracing_eval.connectors.langfuse.client import LangfuseClient, LangfuseError
+from tracing_eval.connectors.langfuse.configs import ConfigRef, ScoreConfigs, score_name
+from tracing_eval.connectors.langfuse.mapping import SOURCE, is_virtual, iso, trace_root
+from tracing_eval.connectors.langfuse.review import ReviewRouter, split_key
+from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.conventions.values import dumps
 from tracing_eval.model import RESULT_NAMESPACE, MetricResult, Span, Status
 from tracing_eval.sinks import PermanentSinkError

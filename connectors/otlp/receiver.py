@@ -2,7 +2,7 @@
 
 A 200 means the data is committed to the store. When the store cannot take it in time the
 answer is 503 with Retry-After (the exporter retries), never an acknowledgement that could be lost.
-Admission, decoding and storing are shared with the gRPC receiver (`connectors.otlp.intake`); this
+Admission, decoding and storing are shared with the gRPC receiver (`tracing_eval.connectors.otlp.intake`); this
 module reads the HTTP request and turns a refusal into its status:
 
 | reason | status |
@@ -32,8 +32,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from connectors.otlp.decode import JSON, PROTOBUF, OtlpDecodeError, media_type
-from connectors.otlp.intake import (
+from tracing_eval.config import ReceiverSettings
+from tracing_eval.connectors.otlp.decode import JSON, PROTOBUF, OtlpDecodeError, media_type
+from tracing_eval.connectors.otlp.intake import (
     REJECT_REASONS,
     TRANSPORTS,
     Intake,
@@ -43,7 +44,6 @@ from connectors.otlp.intake import (
     Reservation,
     export_response,
 )
-from tracing_eval.config import ReceiverSettings
 from tracing_eval.store.base import Store
 from tracing_eval.telemetry import Telemetry
 

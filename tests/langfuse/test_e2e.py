@@ -12,7 +12,6 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from connectors.langfuse.configs import REVIEW_CONFIG
 from tests.fakes.langfuse_server import FakeLangfuseServer
 from tests.langfuse.harness import (
     OK_TURNS,
@@ -26,6 +25,7 @@ from tests.langfuse.harness import (
     seed_standard,
 )
 from tracing_eval.config import Settings
+from tracing_eval.connectors.langfuse.configs import REVIEW_CONFIG
 
 
 async def test_pull_score_and_route_once(worker: Worker, server: FakeLangfuseServer):

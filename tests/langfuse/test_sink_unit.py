@@ -6,11 +6,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from connectors.langfuse.configs import ConfigRef, config_body, score_name
-from connectors.langfuse.review import marked_versions, review_comment, review_object
-from connectors.langfuse.settings import LangfuseSettings, parse_since
-from connectors.langfuse.sink import LangfuseSink, Target, TargetLookup, build_score, score_metadata, split_key
 from tracing_eval.assemble import thread_from_traces
+from tracing_eval.connectors.langfuse.configs import ConfigRef, config_body, score_name
+from tracing_eval.connectors.langfuse.review import marked_versions, review_comment, review_object
+from tracing_eval.connectors.langfuse.settings import LangfuseSettings, parse_since
+from tracing_eval.connectors.langfuse.sink import (
+    LangfuseSink,
+    Target,
+    TargetLookup,
+    build_score,
+    score_metadata,
+    split_key,
+)
 from tracing_eval.model import MetricResult, Scope, Span, score_result
 from tracing_eval.pipeline import anchor
 from tracing_eval.sinks import PermanentSinkError
