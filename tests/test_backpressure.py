@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from starlette.applications import Starlette
 
 from tests.conftest import BACKENDS
-from tests.otlp_payloads import genai_turn_spans, to_otlp_json, trace_request
+from tests.support.otlp_payloads import genai_turn_spans, to_otlp_json, trace_request
 from tracing_eval import worker
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.connectors.otlp.receiver import REJECT_REASONS, OtlpReceiver

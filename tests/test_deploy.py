@@ -33,9 +33,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.commands import SCRIPT, check_cli, commands_in_markdown
 from tests.conftest import REPO
-from tests.fakes.loopback import LoopbackServer
+from tests.support.commands import SCRIPT, check_cli, commands_in_markdown
+from tests.support.fakes.loopback import LoopbackServer
 from tracing_eval import configdoc, worker
 from tracing_eval.config import ENV_PREFIX, HttpSettings, ReceiverSettings, Settings, load_settings
 from tracing_eval.connectors.otlp.decode import decode_traces, decompress, media_type

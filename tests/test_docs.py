@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.commands import check_cli, commands_in_markdown
 from tests.conftest import REPO
+from tests.support.commands import check_cli, commands_in_markdown
 from tracing_eval import worker
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.connectors.otlp.receiver import OtlpReceiver

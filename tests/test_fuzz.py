@@ -29,7 +29,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.otlp_payloads import details_log_request, genai_turn_spans, to_otlp_json, trace_request
+from tests.support.otlp_payloads import details_log_request, genai_turn_spans, to_otlp_json, trace_request
 from tracing_eval import conventions
 from tracing_eval.assemble import thread_from_traces, turn_from_trace
 from tracing_eval.connectors.otlp.decode import (

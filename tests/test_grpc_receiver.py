@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 
 from tests.conftest import BACKENDS
-from tests.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_backpressure import AcceptingSink, fill_outbox, stored_spans
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.connectors.otlp.grpc_receiver import LOGS_SERVICE, TRACE_SERVICE, OtlpGrpcReceiver

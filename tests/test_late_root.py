@@ -17,8 +17,8 @@ import pytest
 from starlette.applications import Starlette
 
 from tests.conftest import BACKENDS
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.otlp_payloads import trace_request
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.otlp_payloads import trace_request
 from tracing_eval.config import ReceiverSettings, Settings
 from tracing_eval.connectors.langfuse import LangfuseSettings, LangfuseSink
 from tracing_eval.connectors.otlp.receiver import OtlpReceiver

@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from tests.fakes.loopback import LoopbackServer
-from tests.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.fakes.loopback import LoopbackServer
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_otlp_sink import Collector
 from tests.test_retention import Clock
 from tracing_eval.config import Settings

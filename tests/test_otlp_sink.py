@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tests.conftest import EXAMPLES
-from tests.fakes.loopback import LoopbackServer
+from tests.support.fakes.loopback import LoopbackServer
 from tracing_eval.config import ConfigError, OtlpSinkSettings, Settings
 from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 from tracing_eval.connectors.otlp.sink import OtlpEvaluationSink, OtlpExportError, resolve_endpoint

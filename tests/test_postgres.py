@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import select, update
 
 from tests.conftest import EXAMPLES, pg_database
-from tests.pg_replicas import (
+from tests.support.pg_replicas import (
     CRASHED_LEASE,
     SETTLED,
     claim_then_die,

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import delete, func, select
 
 from tests.conftest import BACKENDS
-from tests.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
 from tracing_eval.assemble import thread_from_stored
 from tracing_eval.config import Settings
 from tracing_eval.connectors.otlp.decode import PROTOBUF, decode_traces

@@ -30,7 +30,7 @@ import uvicorn
 from google.rpc import status_pb2
 
 from tests.conftest import BACKENDS
-from tests.otlp_payloads import genai_turn_spans, minimal_spans, trace_request
+from tests.support.otlp_payloads import genai_turn_spans, minimal_spans, trace_request
 from tracing_eval import worker
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.connectors.otlp import decode

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tests.conftest import EXAMPLES
-from tests.fakes.loopback import LoopbackServer
+from tests.support.fakes.loopback import LoopbackServer
 from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings, WebhookSettings
 from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 from tracing_eval.connectors.review.webhook import (

@@ -12,8 +12,8 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.langfuse.harness import (
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.langfuse_harness import (
     OK_TURNS,
     QUEUE,
     Worker,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
-from tests.langfuse.harness import (
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.support.langfuse_harness import (
     FAILING_TURNS,
     OK_TURNS,
     QUEUE,

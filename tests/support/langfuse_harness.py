@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.langfuse_server import FakeLangfuseServer, SeedToolCall
+from tests.support.fakes.langfuse_server import FakeLangfuseServer, SeedToolCall
 from tracing_eval.config import Settings
 from tracing_eval.connectors.langfuse import LangfuseSettings, LangfuseSink, LangfuseSource
 from tracing_eval.connectors.langfuse.configs import score_name
