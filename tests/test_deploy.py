@@ -225,9 +225,12 @@ def test_copied_files_exist_and_the_dockerignore_lets_them_through(path: Path, i
 def test_sidecar_image_installs_the_project_and_every_extra_with_pip() -> None:
     copied = {s.rstrip("/").removeprefix("./") for a in args_of(SIDECAR, "COPY") for s in shlex.split(a)[:-1]}
     packages = {p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]}
-    assert {"pyproject.toml", PYPROJECT["project"]["readme"], *packages} <= copied
-    # the project with every optional part: the image serves any configuration (PostgreSQL, Langfuse, OTLP sink)
-    assert any(re.search(r"\bpip install '\.\[all\]'(\s|$)", run) for run in args_of(SIDECAR, "RUN"))
+    assert {"pyproject.toml", PYPROJECT["project"]["readme"], "constraints.txt", *packages} <= copied
+    # the project with every optional part: the image serves any configuration (PostgreSQL, Langfuse, OTLP
+    # sink), at the versions of the lock file (make lock), so a rebuild installs the same
+    assert any(
+        re.search(r"\bpip install -c constraints\.txt '\.\[all\]'(\s|$)", run) for run in args_of(SIDECAR, "RUN")
+    )
 
 
 def test_sidecar_image_listens_on_every_interface_at_the_default_port() -> None:

@@ -1,9 +1,12 @@
-"""What `pip install` puts on the path.
+"""What `pip install` puts on the path, and at which versions.
 
 The wheel holds one top-level package, `tracing_eval`: the repository's `connectors/` folder installs as
 `tracing_eval.connectors` (`tracing_eval/connectors` is a symbolic link to it, which setuptools, mypy
 and Python all follow), so no package named `connectors` lands in site-packages. The wheel is built from
 exactly what deploy/Dockerfile copies into its build stage.
+
+constraints.txt, written by `make lock`, pins every distribution the dev install needs (every extra
+included); the Makefile's installs and the Docker image install through it (`pip install -c`).
 """
 
 from __future__ import annotations
@@ -12,14 +15,22 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 import zipfile
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from tests.conftest import REPO
 
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
+LOCK = REPO / "constraints.txt"
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+SELF = canonicalize_name(PROJECT["name"])
 #: Text files where a module path may be written (code, docs, configuration).
 TEXT = ("*.py", "*.md", "*.toml", "*.txt", "*.yaml", "*.yml", "*.cfg", "*.ini", "Makefile", "Dockerfile")
 NOT_OURS = ("tests/data", "bench/out", "node_modules")
@@ -95,17 +106,6 @@ def test_every_module_of_the_installed_wheel_imports_and_connectors_is_not_a_top
     assert len(modules) > 100
 
 
-def test_the_docker_context_lets_through_what_the_build_stage_copies() -> None:
-    allowed = {
-        line[1:].rstrip("/")
-        for line in (REPO / "deploy" / "Dockerfile.dockerignore").read_text().splitlines()
-        if line.startswith("!")
-    }
-    sources = {src for src, _ in build_stage_copies()}
-    assert {"pyproject.toml", "tracing_eval", "connectors"} <= sources
-    assert sources <= allowed
-
-
 def text_files() -> list[Path]:
     """Code, docs and configuration of the repository (the installed packages' folders left out)."""
     found = []
@@ -127,3 +127,89 @@ def test_nothing_refers_to_connectors_as_a_top_level_package() -> None:
         for m in TOP_LEVEL_CONNECTORS.finditer(text)
     ]
     assert not wrong, "write tracing_eval.connectors instead:\n" + "\n".join(wrong)
+
+
+def pins() -> dict[str, Version]:
+    """constraints.txt: distribution -> its pinned version (every line must be an exact pin)."""
+    out = {}
+    for line in LOCK.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            requirement = Requirement(line)
+            (spec,) = requirement.specifier
+            assert spec.operator == "==" and not requirement.marker, f"constraints.txt: {line!r} is not a pin"
+            out[canonicalize_name(requirement.name)] = Version(spec.version)
+    return out
+
+
+def declared() -> list[Requirement]:
+    """Every requirement pyproject.toml declares: the runtime ones and each extra's (the project left out)."""
+    lines = PROJECT["dependencies"] + [r for reqs in PROJECT["optional-dependencies"].values() for r in reqs]
+    return [r for r in map(Requirement, lines) if canonicalize_name(r.name) != SELF]
+
+
+def needed_by_the_dev_install() -> dict[str, Version]:
+    """Every distribution `tracing-eval[dev]` pulls in, followed through the installed metadata, -> its version."""
+    found: dict[str, Version] = {}
+    seen: set[tuple[str, frozenset[str]]] = set()
+    todo = [(SELF, frozenset({"dev"}))]
+    while todo:
+        name, extras = todo.pop()
+        if (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            raise AssertionError(f"{name} is needed but not installed: run `make install-dev`") from None
+        if name != SELF:
+            found[name] = Version(dist.version)
+        for line in dist.requires or ():
+            requirement = Requirement(line)
+            wanted = requirement.marker is None or any(
+                requirement.marker.evaluate({"extra": extra}) for extra in extras | {""}
+            )
+            if wanted:
+                todo.append((canonicalize_name(requirement.name), frozenset(requirement.extras)))
+    return found
+
+
+def test_the_lock_pins_every_declared_dependency_at_a_version_pyproject_allows() -> None:
+    locked = pins()
+    requirements = declared()
+    assert len(requirements) > 30
+    missing = sorted(str(r) for r in requirements if canonicalize_name(r.name) not in locked)
+    assert not missing, f"declared in pyproject.toml, not in constraints.txt (run `make lock`): {missing}"
+    outside = {
+        str(r): str(locked[canonicalize_name(r.name)])
+        for r in requirements
+        if not r.specifier.contains(locked[canonicalize_name(r.name)], prereleases=True)
+    }
+    assert not outside, f"pinned outside the declared bounds (run `make lock`): {outside}"
+
+
+def test_the_lock_is_exactly_what_the_dev_install_needs_at_the_installed_versions() -> None:
+    """Nothing needed is left unpinned, nothing pinned is unneeded, and this environment is the locked one."""
+    locked, needed = pins(), needed_by_the_dev_install()
+    assert len(needed) > 60
+    assert not needed.keys() - locked.keys(), (
+        f"needed, not pinned (run `make lock`): {sorted(needed.keys() - locked.keys())}"
+    )
+    assert not locked.keys() - needed.keys(), (
+        f"pinned, not needed (run `make lock`): {sorted(locked.keys() - needed.keys())}"
+    )
+    differ = {
+        name: f"{version} installed, {locked[name]} locked"
+        for name, version in needed.items()
+        if version != locked[name]
+    }
+    assert not differ, f"this environment is not the locked one (run `make install-dev`): {differ}"
+
+
+def test_every_install_goes_through_the_lock() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^LOCK := constraints\.txt$", makefile, re.M)
+    installs = re.findall(r"^\t.*\bpip install\b.*$", makefile, re.M)
+    project_installs = [line for line in installs if re.search(r"-e \S*\.|'\.\[", line)]
+    assert len(project_installs) >= 2
+    # the one install without the lock is the one that writes it
+    assert all("-c $(LOCK)" in line for line in project_installs if ".venv-lock" not in line), project_installs
