@@ -18,7 +18,7 @@ was decoded: the same spans, ids, times and attributes (a JSON string attribute 
 other spacing), so the rate is for storing all of it.
 
 `decode` and `full` run in a fresh child process pinned to core 0 (`os.sched_setaffinity`), so each
-reports its own peak RSS. Throughput is the median over `--repeat` runs.
+reports its own peak RSS; both set up the garbage collector as `tracing-eval run` does (`tune_gc`). Throughput is the median over `--repeat` runs.
 
     .venv/bin/python bench/ingest.py                       # 1000 conversations x 10 turns
     .venv/bin/python bench/ingest.py --conversations 200 --modes decode,full --repeat 1   # quick
@@ -161,6 +161,9 @@ def worker(mode: str, payloads: Path, workdir: Path, warmup: int) -> None:
     pin(CORE)
     bodies: list[bytes] = pickle.loads(payloads.read_bytes())
     rss_loaded = peak_rss_mb()
+    from tracing_eval.worker import tune_gc
+
+    tune_gc()  # the garbage collector as `tracing-eval run` sets it, in both modes
     if mode == "decode":
         result = _decode_only(bodies, warmup)
     else:

@@ -6,7 +6,8 @@ Runs the same sequence as `ingest.py --modes full` (per request: decode, `make_b
 - decode / normalise / persist, wall and CPU of the event-loop thread;
 - inside persist: the SQLite calls aiosqlite runs on its worker thread, by operation (execute,
   executemany, commit: the fsync is in commit), timed in that thread;
-- garbage-collector pauses (gc.callbacks);
+- garbage-collector pauses (gc.callbacks), with the collector set up as `tracing-eval run` does
+  (`tune_gc`; `--default-gc` for Python's default);
 - optionally (`--cprofile N`) the top N functions of the event-loop thread by own time.
 
 `--pragma NAME=VALUE` (repeatable) runs extra SQLite pragmas after the store's own, for what-ifs
@@ -138,7 +139,9 @@ def main() -> None:
     ap.add_argument(
         "--pragma", action="append", default=[], metavar="NAME=VALUE", help="what-if: extra SQLite pragma (repeatable)"
     )
-    ap.add_argument("--gc-freeze", action="store_true", help="what-if: gc.freeze() before the run")
+    ap.add_argument(
+        "--default-gc", action="store_true", help="what-if: Python's default collector instead of `tune_gc`"
+    )
     ap.add_argument(
         "--cprofile", type=int, default=0, metavar="N", help="print the top N functions of the event-loop thread"
     )
@@ -162,9 +165,10 @@ def main() -> None:
             cur.close()
 
         sql._sqlite_pragmas = pragmas  # diagnostic only: SqlStore registers this hook when constructed
-    if args.gc_freeze:
-        gc.collect()
-        gc.freeze()
+    if not args.default_gc:  # as `tracing-eval run` sets it up
+        from tracing_eval.worker import tune_gc
+
+        tune_gc()
     sqlite_timer = SqliteThreadTimer()
     sqlite_timer.install()
     prof = cProfile.Profile() if args.cprofile else None

@@ -162,3 +162,44 @@ def test_the_memories_stay_within_their_bounds() -> None:
     assert not known.known("thread-99", 100.0 + history.KNOWN_SECONDS)  # trusted for a while only
     known.forget("thread-99")
     assert not known.known("thread-99", 100.0)
+
+
+flat_values = st.sampled_from(["user", "assistant", "a message long enough to be kept as a node", 1, 1.0, True, ["x"]])
+
+
+@st.composite
+def grown_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Attributes of successive spans of one thread: histories that mostly grow, sometimes change
+    a value (also its type only: 1, 1.0, True), a key, their spacing or their form."""
+    msgs = [{"role": "user", "content": "first message of the conversation, long enough"}]
+    out = []
+    for _ in range(draw(st.integers(1, 6))):
+        for _ in range(draw(st.integers(0, 3))):
+            msgs.append({draw(st.sampled_from(["role", "content", "name"])): draw(flat_values)})
+        if msgs and draw(st.booleans()):
+            at = draw(st.integers(0, len(msgs) - 1))
+            msgs[at] = {**msgs[at], draw(st.sampled_from(["content", "extra"])): draw(flat_values)}
+        separators = draw(st.sampled_from([(",", ":"), (", ", ": "), (" , ", ":")]))
+        text = json.dumps(msgs, separators=separators)
+        if draw(st.booleans()):
+            text = text + draw(st.sampled_from(["", " ", "\n"]))
+        attrs: dict[str, Any] = {"gen_ai.input.messages": text, "input.value": json.dumps({"messages": msgs})}
+        attrs.update(flat("llm.input_messages.", msgs))
+        out.append(attrs)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(grown_histories())
+def test_reusing_the_last_chain_stores_what_a_fresh_split_stores(spans: list[dict[str, Any]]) -> None:
+    """The items a history takes from the last one of its slot are the ones it would make itself."""
+    chains, nodes = Chains(), {}
+    for i, attrs in enumerate(spans):
+        span = Span(trace_id=f"{i + 1:032x}", span_id="c" * 16, attributes=attrs)
+        fresh: Nodes = {}
+        expected = span_record(span, fresh, Chains(), "otlp:c")
+        before = dict(nodes)
+        assert span_record(span, nodes, chains, "otlp:c") == expected
+        assert {k: v for k, v in nodes.items() if k in fresh} == fresh and set(nodes) == set(before) | set(fresh)
+        back = read_span(expected, Histories(nodes))
+        assert back.attributes.keys() == attrs.keys() and all(same(back.attributes[k], v) for k, v in attrs.items())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from operator import methodcaller
 from typing import Any
 
 import orjson
@@ -137,13 +138,16 @@ def _is_text_block(value: Any) -> bool:
 
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     """Group flattened `<prefix>N.<rest>` attributes by N, in index order: `[{rest: value}, ...]`."""
+    try:
+        keys = list(filter(methodcaller("startswith", prefix), attrs))  # the filter runs in C
+    except (AttributeError, TypeError):  # a key that is not a string
+        keys = [k for k in attrs if isinstance(k, str) and k.startswith(prefix)]
     groups: dict[int, dict[str, Any]] = {}
-    for key, value in attrs.items():
-        if not isinstance(key, str) or not key.startswith(prefix):
-            continue
-        index, _, rest = key[len(prefix) :].partition(".")
+    size = len(prefix)
+    for key in keys:
+        index, _, rest = key[size:].partition(".")
         if rest and index.isascii() and index.isdigit() and len(index) < 10:  # int() refuses 4300+ digits
-            groups.setdefault(int(index), {})[rest] = value
+            groups.setdefault(int(index), {})[rest] = attrs[key]
     return [groups[i] for i in sorted(groups)]
 
 

@@ -22,7 +22,9 @@ Anything else, and anything that does not parse, is stored as it came. Pure func
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
+from operator import methodcaller
 from typing import Any
 
 import orjson
@@ -70,37 +72,54 @@ def node_id(parent: str | None, data: bytes) -> str:
 
 class Chains:
     """The latest chain seen per (thread, attribute), so a history that extends it is hashed only
-    where it is new (its items are compared with the last chain's, position by position). Holds at
-    most `max_bytes` of items, least recent chains first out; forgetting one only costs hashing again."""
+    where it is new (its items are compared with the last chain's, position by position). A chain
+    may keep what its items were made from (`source`), for the next history of its slot to reuse
+    items it shares. Holds at most about `max_bytes`, least recent chains first out; forgetting one
+    only costs hashing again."""
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
         self.held = 0
-        self._last: dict[tuple[str, str], tuple[list[bytes], list[str], int]] = {}
+        self._last: dict[tuple[str, str], tuple[list[bytes], list[str], int, Any]] = {}
 
-    def add(self, slot: tuple[str, str], items: list[bytes], nodes: Nodes) -> str:
+    def source(self, slot: tuple[str, str]) -> Any:
+        """What the last chain of `slot` was made from, with its items, or None."""
+        found = self._last.get(slot)
+        return None if found is None or found[3] is None else (found[3], found[0])
+
+    def add(self, slot: tuple[str, str], items: list[bytes], nodes: Nodes, source: Any = None) -> str:
         """Add the chain of `items` to `nodes`; returns the id of its last node."""
-        last_items, last_ids, last_size = self._last.pop(slot, ((), (), 0))
+        last_items, last_ids, last_size, _ = self._last.pop(slot, ([], [], 0, None))
         self.held -= last_size
-        kept: list[bytes] = []
-        ids: list[str] = []
-        parent: str | None = None
-        for i, data in enumerate(items):
-            if i < len(last_items) and last_items[i] == data and (i == 0 or last_ids[i - 1] == parent):
-                nid, data = last_ids[i], last_items[i]
-            else:
-                nid, data = node_id(parent, data), bytes(memoryview(data))  # an exact-size copy to keep
-            nodes[nid] = (parent, data)
-            kept.append(data)
-            ids.append(nid)
-            parent = nid
-        size = sum(map(len, kept)) + 100 * len(ids)
-        self._last[slot] = (kept, ids, size)
+        same = min(len(items), len(last_items))  # the shared leading items (list equality runs in C)
+        if items[:same] != last_items[:same]:
+            same = next(i for i, (a, b) in enumerate(zip(items, last_items, strict=False)) if a != b)
+        kept = last_items[:same]
+        ids = last_ids[:same]
+        parent: str | None = ids[-1] if ids else None
+        for data in items[same:]:
+            parent = node_id(parent, data)
+            kept.append(bytes(memoryview(data)))  # an exact-size copy to keep (orjson's output may not be)
+            ids.append(parent)
+        nodes.update(zip(ids, zip([None, *ids[:-1]], kept, strict=True), strict=True))
+        size = sum(map(len, kept)) + 100 * len(ids) + _size_of(source)
+        self._last[slot] = (kept, ids, size, source)
         self.held += size
         while self.held > self.max_bytes and self._last:
             self.held -= self._last.pop(next(iter(self._last)))[2]
         assert parent is not None
         return parent
+
+
+def _size_of(source: Any) -> int:
+    """About how many bytes a chain's source holds: a JSON text, or the keys and values of a
+    flattened history (string objects cost about 50 bytes besides their characters)."""
+    if source is None:
+        return 0
+    if type(source) is str:
+        return len(source) + 50
+    keys, values, _ = source
+    return sum(map(len, keys)) + sum(len(v) for v in values if type(v) is str) + 100 * len(keys)
 
 
 def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str]) -> dict[str, Any] | None:
@@ -109,6 +128,10 @@ def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str
     if as_text:
         if len(value) < MIN_CHARS or value.lstrip()[:1] not in ("[", "{"):
             return None
+        grown = _grown_list(value, chains, slot)
+        if grown is not None:
+            return {"s": True, "head": chains.add(slot, grown, nodes, value)}
+        text = value
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError:
@@ -132,33 +155,81 @@ def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str
         return None
     if not as_text and sum(map(len, items)) < MIN_CHARS:
         return None
-    marker["head"] = chains.add(slot, items, nodes)
+    # a JSON list as text is kept with its chain: the next one of the slot may only add to it
+    source = text if as_text and messages is value else None
+    marker["head"] = chains.add(slot, items, nodes, source)
     return marker
+
+
+def _grown_list(text: str, chains: Chains, slot: tuple[str, str]) -> list[bytes] | None:
+    """The items of JSON list `text` when it is the last list of its slot (as text) with messages
+    appended, parsing only those; None otherwise. The last text parsed as a list of objects, so
+    `text` starts with its messages, whole, and is valid when what follows is a list of objects."""
+    last = chains.source(slot)
+    if last is None or type(last[0]) is not str:
+        return None
+    last_text, last_items = last
+    if text == last_text:
+        return list(last_items)
+    head = last_text.rstrip()[:-1]  # the last list without its closing bracket
+    if not text.startswith(head) or text[len(head) : len(head) + 1] != ",":
+        return None
+    try:
+        added = orjson.loads("[" + text[len(head) + 1 :])
+        items = [orjson.dumps(m) for m in added if type(m) is dict]
+    except (orjson.JSONDecodeError, TypeError, orjson.JSONEncodeError):
+        return None
+    if not items or len(items) != len(added):
+        return None
+    return [*last_items, *items]
 
 
 def _flat_history(
     attrs: Mapping[str, Any], prefix: str, nodes: Nodes, chains: Chains, slot: tuple[str, str]
 ) -> tuple[dict[str, Any], list[str]] | None:
     """The marker for the flattened history under `prefix` and the keys it replaces, or None when its
-    keys are not grouped by index 0, 1, 2, ... in order (such a history stays as it came)."""
+    keys are not grouped by index 0, 1, 2, ... in order (such a history stays as it came).
+
+    The messages a history shares with the last one of its slot (the same keys and the same string
+    values, in the same order: a conversation that grew) take their items from it unchanged."""
+    keys = list(filter(methodcaller("startswith", prefix), attrs))  # the filter runs in C
+    values = list(map(attrs.__getitem__, keys))
+    items: list[bytes] = []
+    ends: list[int] = []  # where each message's keys end
+    start = 0
+    last = chains.source(slot)
+    if last is not None and type(last[0]) is tuple:
+        (last_keys, last_values, last_ends), last_items = last
+        n = min(len(keys), len(last_keys))
+        if keys[:n] == last_keys[:n] and values[:n] == last_values[:n] and set(map(type, values[:n])) <= {str}:
+            # strings only: equal strings make equal items (1 == 1.0 == True would not)
+            shared = len(last_ends) if n == len(keys) == len(last_keys) else bisect_left(last_ends, n)
+            items, ends = last_items[:shared], last_ends[:shared]
+            start = ends[-1] if ends else 0
     groups: list[dict[str, Any]] = []
-    keys: list[str] = []
-    current, following = "", prefix + "0."
-    for key, value in attrs.items():
-        if not key.startswith(prefix):
-            continue
-        if not (current and key.startswith(current)):
-            if not key.startswith(following):
+    group: dict[str, Any] = {}
+    current: str | None = None
+    following, size = str(len(items)), len(prefix)
+    for at in range(start, len(keys)):
+        index, dot, field = keys[at][size:].partition(".")
+        if index != current:
+            if index != following or not dot:
                 return None
-            groups.append({})
-            current, following = following, f"{prefix}{len(groups)}."
-        groups[-1][key[len(current) :]] = value
-        keys.append(key)
+            if groups:
+                ends.append(at)
+            group = {}
+            groups.append(group)
+            current, following = index, str(len(items) + len(groups))
+        elif not dot:
+            return None
+        group[field] = values[at]
+    if groups:
+        ends.append(len(keys))
     try:
-        items = [orjson.dumps(group) for group in groups]
+        items += [orjson.dumps(group) for group in groups]
     except (TypeError, orjson.JSONEncodeError):
         return None
-    return {"flat": True, "head": chains.add(slot, items, nodes)}, keys
+    return {"flat": True, "head": chains.add(slot, items, nodes, (keys, values, ends))}, keys
 
 
 def split(attrs: dict[str, Any], nodes: Nodes, chains: Chains, thread_key: str) -> dict[str, Any]:
@@ -278,11 +349,18 @@ def _event(data: dict[str, Any], join: Callable[[Any], Any]) -> SpanEvent:
     )
 
 
+#: How a marker's key reads in stored JSON: data without it has no history to put back.
+_MARK_JSON = orjson.dumps(MARK)
+
+
 def read_span(data: bytes, histories: Histories) -> Span:
     """A stored span back as the canonical `Span` (stored data was validated on the way in)."""
     d = orjson.loads(data)
-    d["attributes"] = histories.join(d["attributes"])
-    d["events"] = [_event(e, histories.join) for e in d["events"]]
+    if _MARK_JSON in data:
+        d["attributes"] = histories.join(d["attributes"])
+        d["events"] = [_event(e, histories.join) for e in d["events"]]
+    else:
+        d["events"] = [SpanEvent.model_construct(**e) for e in d["events"]]
     return Span.model_construct(**d)
 
 

@@ -13,6 +13,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from itertools import groupby
 from typing import Any
 
 import orjson
@@ -46,6 +47,9 @@ from tracing_eval.store.base import (
 )
 
 _CHUNK = 500  # keeps IN (...) lists under SQLite's variable limit
+#: Columns of the ingest's bulk inserts, in the order of their rows' values.
+_SPAN_COLUMNS = ("trace_id", "span_id", "data", "received_at")
+_MESSAGE_COLUMNS = ("thread_key", "id", "parent", "data")
 
 #: PostgreSQL connections per replica: each store call holds one for a single short transaction
 #: (never across a judge call), so a small pool serves judge.max_concurrency evaluations; N replicas
@@ -191,6 +195,7 @@ class SqlStore:
         self._insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         self._known = history.KnownNodes()
         self._chains = history.Chains()
+        self._compiled: dict[str, str] = {}  # SQL of the bulk inserts by name (`_executemany`)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -264,24 +269,35 @@ class SqlStore:
                     keys[s.trace_id] = thread_key(batch.source, conv, s.trace_id) if conv else keys[s.trace_id]
             nodes: dict[str, history.Nodes] = defaultdict(dict)
             if spans:
-                rows = [
-                    {
-                        "trace_id": s.trace_id,
-                        "span_id": s.span_id,
-                        "data": history.span_record(s, nodes[keys[s.trace_id]], self._chains, keys[s.trace_id]),
-                        "received_at": now,
-                    }
+                span_rows = [
+                    (
+                        s.trace_id,
+                        s.span_id,
+                        history.span_record(s, nodes[keys[s.trace_id]], self._chains, keys[s.trace_id]),
+                        now,
+                    )
                     for s in spans
                 ]
-                ins = self._insert(t.spans)
-                upsert = ins.on_conflict_do_update(
-                    index_elements=[t.spans.c.trace_id, t.spans.c.span_id],
-                    set_={"data": ins.excluded.data, "received_at": ins.excluded.received_at},
-                    where=t.spans.c.data != ins.excluded.data,
-                ).returning(t.spans.c.trace_id)
-                for chunk in _chunks(rows):
-                    changed.update((await conn.execute(upsert, list(chunk))).scalars())
-                stats.spans = len(rows)
+                # a trace not stored before has no spans yet: each of its spans changes it, so they are
+                # written in a plain executemany; spans of stored traces say whether they changed. On
+                # PostgreSQL the runs go in key order (the rows' lock order, see above).
+                returning = self._span_upsert().returning(t.spans.c.trace_id)
+                runs = (
+                    [(k, list(g)) for k, g in groupby(span_rows, lambda r: r[0] in existing)]
+                    if self.dialect == "postgresql"
+                    else [(False, [r for r in span_rows if r[0] not in existing])]
+                    + [(True, [r for r in span_rows if r[0] in existing])]
+                )
+                for stored_before, run in runs:
+                    if not run:
+                        continue
+                    if not stored_before:
+                        await self._executemany(conn, "spans", self._span_upsert(), _SPAN_COLUMNS, run)
+                        changed.update(r[0] for r in run)
+                        continue
+                    for chunk in _chunks([dict(zip(_SPAN_COLUMNS, r, strict=True)) for r in run]):
+                        changed.update((await conn.execute(returning, list(chunk))).scalars())
+                stats.spans = len(span_rows)
             if batch.events:
                 rows = []
                 for trace_id, span_id, ev in batch.events:  # a repeated event has one digest: stored once
@@ -335,13 +351,35 @@ class SqlStore:
         for key, found in sorted(nodes.items()):
             known = self._known.known(key, now)
             rows += [
-                {"thread_key": key, "id": node_id, "parent": parent, "data": data}
+                (key, node_id, parent, data)
                 for node_id, (parent, data) in sorted(found.items())
                 if node_id not in known
             ]
-        insert = self._insert(t.messages).on_conflict_do_nothing()
-        for chunk in _chunks(rows):
-            await conn.execute(insert, list(chunk))
+        if rows:
+            insert = self._insert(t.messages).on_conflict_do_nothing()
+            await self._executemany(conn, "messages", insert, _MESSAGE_COLUMNS, rows)
+
+    def _span_upsert(self) -> Any:
+        """Insert a span, or replace the stored one when its data differs."""
+        ins = self._insert(t.spans)
+        return ins.on_conflict_do_update(
+            index_elements=[t.spans.c.trace_id, t.spans.c.span_id],
+            set_={"data": ins.excluded.data, "received_at": ins.excluded.received_at},
+            where=t.spans.c.data != ins.excluded.data,
+        )
+
+    async def _executemany(
+        self, conn: AsyncConnection, name: str, stmt: Any, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
+    ) -> None:
+        """`stmt` once per row (values of `columns`, in that order) in one executemany of the driver,
+        without SQLAlchemy's handling of each row: for the ingest's bulk inserts of plain values. The
+        statement is compiled once per store and name."""
+        sql = self._compiled.get(name)
+        if sql is None:
+            compiled = stmt.compile(dialect=self.engine.dialect, column_keys=list(columns))
+            assert tuple(compiled.positiontup or ()) == columns, compiled.positiontup
+            sql = self._compiled[name] = str(compiled)
+        await conn.exec_driver_sql(sql, rows)
 
     async def _touch_threads(
         self,
