@@ -3,7 +3,7 @@
     .venv/bin/python bench/chaos.py                                  # reference, crash, faults, both
     .venv/bin/python bench/chaos.py --threads 200 --runs crash       # a quicker look
 
-Each run is `tests/chaos.py` (the same harness as `tests/test_chaos.py`, at a larger size): real
+Each run is `tests/support/chaos.py` (the same harness as `tests/test_chaos.py`, at a larger size): real
 `tracing-eval run` replicas receive the conversations over OTLP from a loader that resends whatever
 was not answered 200, evaluate them (deterministic pack plus two judged metrics on a fake judge), and
 write scores and review items to the fake Langfuse, which checks every request against its OpenAPI
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, table, write_json  # noqa: E402
 from replicas import admin, new_database  # noqa: E402
 
-from tests import chaos  # noqa: E402
+from tests.support import chaos  # noqa: E402
 
 RUNS = ("crash", "faults", "both")
 

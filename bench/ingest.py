@@ -55,7 +55,7 @@ CORE = 0
 
 
 def _decode_only(bodies: list[bytes], warmup: int) -> dict[str, Any]:
-    from connectors.otlp.decode import PROTOBUF, decode_traces, decompress
+    from tracing_eval.connectors.otlp.decode import PROTOBUF, decode_traces, decompress
 
     for body in bodies[:warmup]:  # imports, first-call costs, a grown heap as in a long-running receiver
         decode_traces(decompress(body, "gzip", LIMIT), PROTOBUF)
@@ -67,7 +67,7 @@ def _decode_only(bodies: list[bytes], warmup: int) -> dict[str, Any]:
 
 
 async def _full_path(bodies: list[bytes], db: Path, warmup: int) -> dict[str, Any]:
-    from connectors.otlp.decode import PROTOBUF, decode_traces, decompress
+    from tracing_eval.connectors.otlp.decode import PROTOBUF, decode_traces, decompress
     from tracing_eval.ingest import make_batch
     from tracing_eval.store.sql import SqlStore
 
@@ -111,7 +111,7 @@ async def _full_path(bodies: list[bytes], db: Path, warmup: int) -> dict[str, An
 
 async def _read_back(store: Any, bodies: list[bytes]) -> dict[str, int]:
     """Compare every stored span with what was decoded: how many came back equal, and differ."""
-    from connectors.otlp.decode import PROTOBUF, decode_traces, decompress
+    from tracing_eval.connectors.otlp.decode import PROTOBUF, decode_traces, decompress
 
     sent = {
         (s.trace_id, s.span_id): s

@@ -7,7 +7,7 @@ a valid JSON answer for whatever was asked (`judge_answers.answer`).
 
 Tokens are counted here from the request, with one tokenizer for every client: `tiktoken` o200k_base
 (the GPT-4o family's encoding) when it can be loaded offline, else one token per word and per punctuation
-mark (the rule of `tests.fakes.openai_server.count_tokens`). Input tokens = each message's role and text
+mark (the rule of `tests.support.fakes.openai_server.count_tokens`). Input tokens = each message's role and text
 plus the usual 3 tokens of framing per message and 3 per request; the JSON schema of `response_format`
 (which the provider also reads) is counted separately as schema tokens. Output tokens = the answer text.
 The usage in each response carries the same counts (schema tokens included in `prompt_tokens`).
@@ -48,12 +48,12 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import JSONResponse, Response  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from tests.fakes.openai_server import Reply, completion_body  # noqa: E402
+from tests.support.fakes.openai_server import Reply, completion_body  # noqa: E402
 
 Json = dict[str, Any]
 #: o200k_base's file in tiktoken's cache layout (sha1 of its download URL); LiteLLM's package ships a copy.
 O200K_FILE = "fb374d419588a4632f3f557e76b4b70aebbca790"
-_WORDS = re.compile(r"\w+|[^\w\s]")  # the fallback: the rule of tests/fakes/openai_server.count_tokens
+_WORDS = re.compile(r"\w+|[^\w\s]")  # the fallback: the rule of tests/support/fakes/openai_server.count_tokens
 
 
 def tokenizer() -> tuple[str, Callable[[str], Sequence[Hashable]]]:

@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO))
 
 
 from bench.common import machine, table, write_json  # noqa: E402
-from tests.otlp_payloads import minimal_spans  # noqa: E402
-from tests.sidecar_process import clean_env, free_port  # noqa: E402
+from tests.support.otlp_payloads import minimal_spans  # noqa: E402
+from tests.support.sidecar_process import clean_env, free_port  # noqa: E402
 from tracing_eval.config import ReceiverSettings  # noqa: E402
 
 PB = {"content-type": "application/x-protobuf"}

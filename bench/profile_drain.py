@@ -17,7 +17,7 @@ thread's work is counted too) is summed by wrapping the store's and the engine's
 - deliver (with `--sink otlp`): `Pipeline.deliver`, the outbox taken, every result sent as an evaluation
   event by the OTLP sink to an endpoint in a child process (its CPU is not counted), rows marked done;
   with `--sink langfuse`: every `ok` result written as a score by the Langfuse sink to the fake
-  Langfuse server of the tests (`tests/fakes/langfuse_server.py`, v4) in a child process.
+  Langfuse server of the tests (`tests/support/fakes/langfuse_server.py`, v4) in a child process.
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ async def run(args: argparse.Namespace) -> None:
     import structlog
     import workload
 
-    from connectors.otlp.decode import PROTOBUF, decode_traces, decompress
     from tracing_eval import pipeline
     from tracing_eval.config import DETERMINISTIC_PACK, Settings
+    from tracing_eval.connectors.otlp.decode import PROTOBUF, decode_traces, decompress
     from tracing_eval.ingest import make_batch
     from tracing_eval.metrics.catalogue import build_metrics
     from tracing_eval.store.sql import SqlStore
@@ -95,8 +95,8 @@ async def run(args: argparse.Namespace) -> None:
         sinks: list[Any] = []
         collector = None
         if args.sink == "otlp":
-            from connectors.otlp.sink import OtlpEvaluationSink
-            from connectors.otlp.sink_settings import OtlpSinkSettings
+            from tracing_eval.connectors.otlp.sink import OtlpEvaluationSink
+            from tracing_eval.connectors.otlp.sink_settings import OtlpSinkSettings
 
             collector = subprocess.Popen(
                 [sys.executable, "-c", COLLECTOR], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
@@ -106,7 +106,7 @@ async def run(args: argparse.Namespace) -> None:
             sinks = [OtlpEvaluationSink(OtlpSinkSettings(endpoint=endpoint))]
             pipeline.Pipeline.deliver = timed("deliver", pipeline.Pipeline.deliver)
         elif args.sink == "langfuse":
-            from connectors.langfuse import LangfuseSettings, LangfuseSink
+            from tracing_eval.connectors.langfuse import LangfuseSettings, LangfuseSink
 
             collector = subprocess.Popen(
                 [sys.executable, "-c", FAKE_LANGFUSE], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
@@ -164,7 +164,7 @@ print(c.counts["records"], flush=True)
 FAKE_LANGFUSE = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from tests.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
 server = FakeLangfuseServer("v4").start()
 print(server.base_url, flush=True)
 sys.stdin.read()

@@ -86,7 +86,7 @@ class GcTimer:
 async def run(
     bodies: list[bytes], db: Path, sqlite_timer: SqliteThreadTimer, prof: cProfile.Profile | None
 ) -> dict[str, Any]:
-    from connectors.otlp.decode import PROTOBUF, decode_traces, decompress
+    from tracing_eval.connectors.otlp.decode import PROTOBUF, decode_traces, decompress
     from tracing_eval.ingest import make_batch
     from tracing_eval.store.sql import SqlStore
 

@@ -28,7 +28,7 @@ from common import machine, table, write_json  # noqa: E402
 
 
 async def ingest(bodies: list[bytes], db: Path, split: bool) -> None:
-    from connectors.otlp.decode import PROTOBUF, decode_traces, decompress
+    from tracing_eval.connectors.otlp.decode import PROTOBUF, decode_traces, decompress
     from tracing_eval.ingest import make_batch
     from tracing_eval.store import history
     from tracing_eval.store.sql import SqlStore

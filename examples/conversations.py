@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.fakes.openai_server import Reply, ToolCall
+from tests.support.fakes.openai_server import Reply, ToolCall
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
     .venv/bin/python examples/generate.py --out OUT_DIR   # writes them elsewhere
 
 Runs the support bot (`support_bot.py`) through the scripted conversations (`conversations.py`)
-against the fake OpenAI server (`tests/fakes/openai_server.py`) three times:
+against the fake OpenAI server (`tests/support/fakes/openai_server.py`) three times:
 
 - `otel-genai.otlp.jsonl`: opentelemetry-instrumentation-genai-openai + util-genai spans and log
   events, exported by the real OTLP/HTTP exporters (gzip) to a capture endpoint (`otlp_capture.py`);
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # for tests.fakes
+sys.path.insert(0, str(HERE.parent))  # for tests.support.fakes
 
 import openai  # noqa: E402
 from conversations import CONVERSATIONS, scripts  # noqa: E402
@@ -36,7 +36,7 @@ from opentelemetry.sdk.resources import Resource  # noqa: E402
 from otlp_capture import CaptureEndpoint  # noqa: E402
 from support_bot import AGENT_NAME, NoTelemetry, Telemetry, run_conversation  # noqa: E402
 
-from tests.fakes.openai_server import FakeOpenAIServer, ScriptedHandler  # noqa: E402
+from tests.support.fakes.openai_server import FakeOpenAIServer, ScriptedHandler  # noqa: E402
 
 VARIANTS = {"otel-genai": "telemetry_genai", "openinference": "telemetry_openinference"}
 #: Each variant is a separate "app", so its conversation ids get their own prefix.

@@ -6,8 +6,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from connectors.otlp.decode import decode_logs, decode_traces
 from tracing_eval.assemble import system_prompt, thread_from_traces, turn_from_trace
+from tracing_eval.connectors.otlp.decode import decode_logs, decode_traces
 from tracing_eval.model import Span, SpanEvent
 
 SYSTEM = {"role": "system", "parts": [{"type": "text", "content": "You are terse."}], "name": None}

@@ -21,13 +21,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from sqlalchemy import func, select
 from starlette.applications import Starlette
 
-from connectors.otlp.decode import OtlpDecodeError, media_type
-from connectors.otlp.receiver import OtlpReceiver
 from tests.conftest import BACKENDS
 from tests.corpus import make_otlp_corpus
-from tests.otlp_payloads import genai_turn_spans, trace_request
-from tests.sidecar_process import clean_env, running_sidecar, wait_for_results
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.sidecar_process import clean_env, running_sidecar, wait_for_results
 from tracing_eval.config import ReceiverSettings
+from tracing_eval.connectors.otlp.decode import OtlpDecodeError, media_type
+from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.store import schema as t
 from tracing_eval.store.sql import SqlStore
 

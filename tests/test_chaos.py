@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import chaos
 from tests.conftest import pg_database
+from tests.support import chaos
 
 THREADS = 24
 

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import EXAMPLES
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
-from tests.fakes.schema_judge import SchemaJudge
+from tests.support.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.support.fakes.schema_judge import SchemaJudge
 from tracing_eval.cli import main
 
 ANSWERS = [

@@ -33,12 +33,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from connectors.otlp.decode import decode_traces, decompress, media_type
-from tests.commands import SCRIPT, check_cli, commands_in_markdown
 from tests.conftest import REPO
-from tests.fakes.loopback import LoopbackServer
+from tests.support.commands import SCRIPT, check_cli, commands_in_markdown
+from tests.support.fakes.loopback import LoopbackServer
 from tracing_eval import app, configdoc, server, worker
 from tracing_eval.config import ENV_PREFIX, HttpSettings, ReceiverSettings, Settings, load_settings
+from tracing_eval.connectors.otlp.decode import decode_traces, decompress, media_type
 from tracing_eval.ingest import conversation_ids
 
 DEPLOY = REPO / "deploy"
@@ -224,9 +224,12 @@ def test_copied_files_exist_and_the_dockerignore_lets_them_through(path: Path, i
 def test_sidecar_image_installs_the_project_and_every_extra_with_pip() -> None:
     copied = {s.rstrip("/").removeprefix("./") for a in args_of(SIDECAR, "COPY") for s in shlex.split(a)[:-1]}
     packages = {p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]}
-    assert {"pyproject.toml", PYPROJECT["project"]["readme"], *packages} <= copied
-    # the project with every optional part: the image serves any configuration (PostgreSQL, Langfuse, OTLP sink)
-    assert any(re.search(r"\bpip install '\.\[all\]'(\s|$)", run) for run in args_of(SIDECAR, "RUN"))
+    assert {"pyproject.toml", PYPROJECT["project"]["readme"], "constraints.txt", *packages} <= copied
+    # the project with every optional part: the image serves any configuration (PostgreSQL, Langfuse, OTLP
+    # sink), at the versions of the lock file (make lock), so a rebuild installs the same
+    assert any(
+        re.search(r"\bpip install -c constraints\.txt '\.\[all\]'(\s|$)", run) for run in args_of(SIDECAR, "RUN")
+    )
 
 
 def test_sidecar_image_listens_on_every_interface_at_the_default_port() -> None:
@@ -432,8 +435,8 @@ def test_compose_app_sends_its_spans_to_langfuse_with_the_project_keys() -> None
 
 
 def served_paths_with_receiver() -> set[str]:
-    from connectors.otlp.receiver import OtlpReceiver
     from tracing_eval.config import ReceiverSettings
+    from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 
     receiver = OtlpReceiver(SimpleNamespace(), ReceiverSettings())  # type: ignore[arg-type]
     return {route.path for route in server.http_app(receiver.routes(), SimpleNamespace()).routes}

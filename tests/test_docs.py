@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from connectors.otlp.receiver import OtlpReceiver
-from tests.commands import check_cli, commands_in_markdown
 from tests.conftest import REPO
+from tests.support.commands import check_cli, commands_in_markdown
 from tracing_eval import server
 from tracing_eval.config import ReceiverSettings
+from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 
 DOCS = REPO / "docs"
 PAGES = sorted([REPO / "README.md", REPO / "deploy" / "README.md", REPO / "examples" / "README.md", *DOCS.glob("*.md")])

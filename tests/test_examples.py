@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from connectors.otlp.decode import LogEvent, decode_json_line
+from tracing_eval.connectors.otlp.decode import LogEvent, decode_json_line
 from tracing_eval.model import Span
 from tracing_eval.transcripts import thread_from_json_line
 

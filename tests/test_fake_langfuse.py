@@ -15,7 +15,7 @@ from langfuse.api.core.api_error import ApiError
 from langfuse.api.scores.types.create_score_request import CreateScoreRequest
 from opentelemetry.sdk.trace import TracerProvider
 
-from tests.fakes.langfuse_server import FakeLangfuseServer, SeedToolCall
+from tests.support.fakes.langfuse_server import FakeLangfuseServer, SeedToolCall
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 ORDER_TURNS = [

@@ -13,7 +13,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from tests.fakes.openai_server import (
+from tests.support.fakes.openai_server import (
     FakeOpenAIServer,
     Handler,
     Reply,

@@ -29,7 +29,10 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from connectors.otlp.decode import (
+from tests.support.otlp_payloads import details_log_request, genai_turn_spans, to_otlp_json, trace_request
+from tracing_eval import conventions
+from tracing_eval.assemble import thread_from_traces, turn_from_trace
+from tracing_eval.connectors.otlp.decode import (
     JSON,
     PROTOBUF,
     Decoded,
@@ -39,9 +42,6 @@ from connectors.otlp.decode import (
     decode_traces,
     decompress,
 )
-from tests.otlp_payloads import details_log_request, genai_turn_spans, to_otlp_json, trace_request
-from tracing_eval import conventions
-from tracing_eval.assemble import thread_from_traces, turn_from_trace
 from tracing_eval.conventions import genai, langfuse, messages, openinference, traceloop, values, vercel
 from tracing_eval.ingest import make_batch
 from tracing_eval.model import Message, Span, SpanEvent, Thread, Turn

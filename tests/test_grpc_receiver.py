@@ -26,12 +26,12 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 
-from connectors.otlp.grpc_receiver import LOGS_SERVICE, TRACE_SERVICE, OtlpGrpcReceiver
-from connectors.otlp.intake import Intake
 from tests.conftest import BACKENDS
-from tests.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_backpressure import AcceptingSink, fill_outbox, stored_spans
 from tracing_eval.config import ReceiverSettings
+from tracing_eval.connectors.otlp.grpc_receiver import LOGS_SERVICE, TRACE_SERVICE, OtlpGrpcReceiver
+from tracing_eval.connectors.otlp.intake import Intake
 from tracing_eval.sinks import deliver_outbox
 from tracing_eval.store.sql import SqlStore
 from tracing_eval.telemetry import Telemetry

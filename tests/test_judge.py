@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAIServer, Handler, Reply, ScriptedHandler
+from tests.support.fakes.openai_server import FakeOpenAIServer, Handler, Reply, ScriptedHandler
 from tracing_eval.config import JudgeSettings
 from tracing_eval.judge import (
     SYSTEM_PROMPT,

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import EXAMPLES
-from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.schema_judge import SchemaJudge
+from tests.support.fakes.openai_server import FakeOpenAIServer
+from tests.support.fakes.schema_judge import SchemaJudge
 from tracing_eval.cli import main
 from tracing_eval.config import JUDGED_PACK, load_settings
 from tracing_eval.model import MetricResult

@@ -16,12 +16,12 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from connectors.langfuse import LangfuseSettings, LangfuseSink
-from connectors.otlp.receiver import OtlpReceiver
 from tests.conftest import BACKENDS
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.otlp_payloads import trace_request
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.otlp_payloads import trace_request
 from tracing_eval.config import ReceiverSettings, Settings
+from tracing_eval.connectors.langfuse import LangfuseSettings, LangfuseSink
+from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import Scope, Span, score_result
 from tracing_eval.pipeline import Pipeline

@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from tests.fakes.loopback import LoopbackServer
-from tests.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.fakes.loopback import LoopbackServer
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_otlp_sink import Collector
 from tests.test_retention import Clock
 from tracing_eval.app import build_pipeline
@@ -66,7 +66,7 @@ async def test_ninety_days_the_store_levels_off_and_everything_is_evaluated_and_
     telemetry = Telemetry()
     pipeline = build_pipeline(settings, store, [], ["local", "otlp"], complete=False, telemetry=telemetry)
     pipeline.clock = clock
-    from connectors.otlp.receiver import OtlpReceiver
+    from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 
     receiver = OtlpReceiver(store, settings.receiver, clock=clock, telemetry=telemetry, sinks=pipeline.outbox_sinks)
     worker = Worker(settings, pipeline)

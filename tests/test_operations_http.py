@@ -25,15 +25,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from connectors.otlp.file_source import OtlpFileSource
 from tests.conftest import BACKENDS, EXAMPLES
-from tests.fakes.openai_server import FakeOpenAIServer, Reply, ScriptedHandler
-from tests.fakes.schema_judge import SchemaJudge
-from tests.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.fakes.openai_server import FakeOpenAIServer, Reply, ScriptedHandler
+from tests.support.fakes.schema_judge import SchemaJudge
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
 from tests.test_judge import TRANSCRIPT, answer, ask, verdict
 from tests.test_sidecar import LIVENESS_DEADLINE, free_port
 from tracing_eval.app import build_pipeline, build_store
 from tracing_eval.config import JudgeSettings, load_settings
+from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 from tracing_eval.delivery import Delivery, ResultDelivery
 from tracing_eval.judge import JudgeClient
 from tracing_eval.metrics.judged.base import JudgeError

@@ -20,12 +20,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from connectors.otlp.file_source import OtlpFileSource
-from connectors.otlp.sink import OtlpEvaluationSink, OtlpExportError, resolve_endpoint
-from connectors.otlp.sink_settings import OtlpSinkSettings
 from tests.conftest import EXAMPLES
-from tests.fakes.loopback import LoopbackServer
+from tests.support.fakes.loopback import LoopbackServer
 from tracing_eval.config import ConfigError, Settings
+from tracing_eval.connectors.otlp.file_source import OtlpFileSource
+from tracing_eval.connectors.otlp.sink import OtlpEvaluationSink, OtlpExportError, resolve_endpoint
+from tracing_eval.connectors.otlp.sink_settings import OtlpSinkSettings
 from tracing_eval.delivery import Anchor, ResultDelivery
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import MetricResult, Scope, Status, not_applicable, score_result
@@ -379,7 +379,7 @@ def _sdk_request(items: list[ResultDelivery], service_name: str) -> ExportLogsSe
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, SpanContext, TraceFlags
 
-    from connectors.otlp.sink import EVENT_NAME, SCOPE, event_attributes
+    from tracing_eval.connectors.otlp.sink import EVENT_NAME, SCOPE, event_attributes
 
     exporter = InMemoryLogRecordExporter()
     provider = LoggerProvider(resource=Resource.create({SERVICE_NAME: service_name}), shutdown_on_exit=False)
@@ -472,7 +472,7 @@ def test_a_ca_file_from_the_environment_verifies_the_endpoint(no_otel_env: None)
 
     import certifi
 
-    from connectors.otlp.sink import tls_verify
+    from tracing_eval.connectors.otlp.sink import tls_verify
 
     assert tls_verify({}) is True
     ctx = tls_verify({"OTEL_EXPORTER_OTLP_CERTIFICATE": certifi.where()})

@@ -30,6 +30,7 @@ USED_WITHOUT_IMPORT = {
     "mypy": "the type checker tests/test_types.py runs as a command",
     "types-protobuf": "type stubs mypy reads for protobuf (google.protobuf)",
     "types-grpcio": "type stubs mypy reads for grpcio",
+    "setuptools": "the build backend tests/test_distribution.py builds the wheel with (no network)",
 }
 
 

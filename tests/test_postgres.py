@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import select, update
 
 from tests.conftest import EXAMPLES, pg_database
-from tests.pg_replicas import (
+from tests.support.pg_replicas import (
     CRASHED_LEASE,
     SETTLED,
     claim_then_die,
@@ -357,7 +357,7 @@ async def test_a_connect_timeout_is_named_in_the_error() -> None:
 @on_pg
 async def test_four_pipelines_evaluate_the_examples_once(store_url: str, settings: Any) -> None:
     """The real pipeline, four replicas ticking at once over one database: every thread once."""
-    from connectors.otlp.file_source import OtlpFileSource
+    from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 
     feeder = SqlStore(store_url)
     await feeder.open()

@@ -14,9 +14,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from connectors.otlp.receiver import OtlpReceiver
-from tests.otlp_payloads import details_log_request, genai_turn_spans, to_otlp_json, trace_request
+from tests.support.otlp_payloads import details_log_request, genai_turn_spans, to_otlp_json, trace_request
 from tracing_eval.config import ReceiverSettings
+from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.store.sql import SqlStore
 
 PB = {"content-type": "application/x-protobuf"}

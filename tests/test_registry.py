@@ -9,11 +9,11 @@ from importlib.metadata import EntryPoint
 import pytest
 from pydantic import BaseModel
 
-from connectors.langfuse.settings import LangfuseSettings
-from connectors.otlp.sink_settings import OtlpSinkSettings
-from connectors.review.settings import WebhookSettings
 from tracing_eval import app, registry
 from tracing_eval.config import ConfigError, Settings, load_settings
+from tracing_eval.connectors.langfuse.settings import LangfuseSettings
+from tracing_eval.connectors.otlp.sink_settings import OtlpSinkSettings
+from tracing_eval.connectors.review.settings import WebhookSettings
 
 
 def test_the_built_in_sources_and_sinks_come_from_the_entry_points() -> None:

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, func, select
 
-from connectors.otlp.decode import PROTOBUF, decode_traces
 from tests.conftest import BACKENDS
-from tests.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
 from tracing_eval.assemble import thread_from_stored
 from tracing_eval.config import Settings
+from tracing_eval.connectors.otlp.decode import PROTOBUF, decode_traces
 from tracing_eval.ingest import make_batch
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.pipeline import Pipeline

@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import EXAMPLES, REPO
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
-from tests.fakes.schema_judge import SchemaJudge
+from tests.support.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.support.fakes.schema_judge import SchemaJudge
 from tracing_eval.cli import main
 from tracing_eval.scenario_formats import ragas_messages
 from tracing_eval.transcripts import thread_from_json_line

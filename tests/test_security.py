@@ -23,11 +23,11 @@ from google.rpc import status_pb2
 from sqlalchemy.engine import make_url
 
 from tests.conftest import EXAMPLES, pg_database
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
-from tests.otlp_payloads import genai_turn_spans, trace_request
-from tests.sidecar_process import LIVENESS_DEADLINE, Sidecar, clean_env, cli, free_port, running_sidecar
-from tests.sidecar_process import results as stored_results
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.sidecar_process import LIVENESS_DEADLINE, Sidecar, clean_env, cli, free_port, running_sidecar
+from tests.support.sidecar_process import results as stored_results
 from tracing_eval import logging as te_logging
 
 TOKEN = "rx-SECRET-token-4c2b9e17d0"

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from tests.conftest import BACKENDS
-from tests.otlp_payloads import genai_turn_spans, trace_request
-from tests.sidecar_process import LIVENESS_DEADLINE, clean_env, running_sidecar
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.sidecar_process import LIVENESS_DEADLINE, clean_env, running_sidecar
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 

@@ -24,7 +24,7 @@ from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from tests.otlp_payloads import genai_turn_spans, to_otlp_json, trace_request
+from tests.support.otlp_payloads import genai_turn_spans, to_otlp_json, trace_request
 
 LIVENESS_DEADLINE = 90.0  # how long to wait for the worker before calling it hung (not a speed check)
 

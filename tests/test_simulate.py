@@ -1,7 +1,7 @@
 """`simulate`: a scenario's user (the judge model, or the replayed original) against the bot under test.
 
 The bot is an OpenAI-compatible endpoint (the loopback fake, through the real `openai` client) or a
-Python callable (`tests.sim_bots`); the judge playing the user is another loopback fake.
+Python callable (`tests.support.sim_bots`); the judge playing the user is another loopback fake.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import REPO
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
-from tests.fakes.schema_judge import SchemaJudge
+from tests.support.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.support.fakes.schema_judge import SchemaJudge
 from tracing_eval.cli import main
 from tracing_eval.scenarios import Scenario
 
@@ -156,7 +156,9 @@ def test_the_replay_user_is_deterministic_against_a_callable(settings: Any, tmp_
     path = write(tmp_path / "s.jsonl", [scenario("scn-r", "Track order 7", ["Where is 7?", "Still there?"])])
     first, second = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
     for out in (first, second):
-        res = invoke("simulate", str(path), "--target", "tests.sim_bots:echo", "--user", "replay", "--out", str(out))
+        res = invoke(
+            "simulate", str(path), "--target", "tests.support.sim_bots:echo", "--user", "replay", "--out", str(out)
+        )
         assert res.exit_code == 0, res.output
     assert first.read_bytes() == second.read_bytes()
     [line] = lines(first)
@@ -170,7 +172,7 @@ def test_the_replay_user_is_deterministic_against_a_callable(settings: Any, tmp_
     assert line["simulation"]["stop_reason"] == "script_ended" and line["simulation"]["user"] == "replay"
     (tmp_path / "prompt.txt").write_text("New prompt v2")
     res = invoke(
-        "simulate", str(path), "--target", "tests.sim_bots:echo", "--user", "replay", "--system-prompt",
+        "simulate", str(path), "--target", "tests.support.sim_bots:echo", "--user", "replay", "--system-prompt",
         f"@{tmp_path / 'prompt.txt'}", "--max-turns", "1",
     )  # fmt: skip
     [line] = [json.loads(x) for x in res.stdout.splitlines()]
@@ -184,7 +186,7 @@ def test_the_replay_user_is_deterministic_against_a_callable(settings: Any, tmp_
 
 def test_an_async_callable_may_answer_with_tool_calls(settings: Any, tmp_path: Path) -> None:
     path = write(tmp_path / "s.jsonl", [scenario("scn-t", "Track order 7", ["Where is 7?"])])
-    res = invoke("simulate", str(path), "--target", "tests.sim_bots:tools", "--user", "replay")
+    res = invoke("simulate", str(path), "--target", "tests.support.sim_bots:tools", "--user", "replay")
     assert res.exit_code == 0, res.output
     [line] = [json.loads(x) for x in res.stdout.splitlines()]
     assert [m["role"] for m in line["turns"]] == ["system", "user", "assistant", "tool", "assistant"]
@@ -225,16 +227,20 @@ def test_a_scenario_the_bot_fails_on_is_reported_and_the_others_are_written(
     ("args", "code", "says"),
     [
         (["--target", "no_such_module:bot", "--user", "replay"], 2, "cannot import no_such_module"),
-        (["--target", "tests.sim_bots:missing", "--user", "replay"], 2, "has no callable 'missing'"),
+        (["--target", "tests.support.sim_bots:missing", "--user", "replay"], 2, "has no callable 'missing'"),
         (["--target", "http://127.0.0.1:9/v1", "--user", "replay"], 2, "give the model to ask with --model"),
-        (["--target", "tests.sim_bots:echo", "--user", "replay", "--api-key-env", "NO_SUCH_VAR"], 2, "is not set"),
         (
-            ["--target", "tests.sim_bots:echo"],
+            ["--target", "tests.support.sim_bots:echo", "--user", "replay", "--api-key-env", "NO_SUCH_VAR"],
+            2,
+            "is not set",
+        ),
+        (
+            ["--target", "tests.support.sim_bots:echo"],
             3,
             "--user judge: the judge model plays the user, and none is configured",
         ),
-        (["--target", "tests.sim_bots:broken", "--user", "replay"], 1, "raised RuntimeError: the bot is down"),
-        (["--target", "tests.sim_bots:wrong", "--user", "replay"], 1, "must return a string, a message dict"),
+        (["--target", "tests.support.sim_bots:broken", "--user", "replay"], 1, "raised RuntimeError: the bot is down"),
+        (["--target", "tests.support.sim_bots:wrong", "--user", "replay"], 1, "must return a string, a message dict"),
     ],
 )
 def test_bad_targets_and_users_are_clear_errors(
@@ -254,11 +260,11 @@ def test_an_unreachable_judge_and_a_file_that_is_not_scenarios(settings: Any, tm
         monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed.getsockname()[1]}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
         monkeypatch.setenv("TRACING_EVAL_JUDGE__MODEL", "judge-test")
-        res = invoke("simulate", str(path), "--target", "tests.sim_bots:echo")
+        res = invoke("simulate", str(path), "--target", "tests.support.sim_bots:echo")
     assert res.exit_code == 3 and "judge unusable: cannot reach http://127.0.0.1:" in res.stderr
     transcripts = tmp_path / "t.jsonl"
     transcripts.write_text('{"thread_id": "a", "turns": [{"role": "user", "content": "hi"}]}\n')
-    res = invoke("simulate", str(transcripts), "--target", "tests.sim_bots:echo", "--user", "replay")
+    res = invoke("simulate", str(transcripts), "--target", "tests.support.sim_bots:echo", "--user", "replay")
     assert res.exit_code == 2 and f"{transcripts} line 1: not a scenario (" in res.stderr
 
 

@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from tests.conftest import EXAMPLES
-from tests.fakes.loopback import LoopbackServer
+from tests.support.fakes.loopback import LoopbackServer
 from tests.test_otlp_sink import Collector
 from tests.test_webhook_sink import SECRET, Receiver
 from tracing_eval.cli import main

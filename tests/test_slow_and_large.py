@@ -29,12 +29,12 @@ import pytest
 import uvicorn
 from google.rpc import status_pb2
 
-from connectors.otlp import decode
-from connectors.otlp.receiver import OtlpReceiver
 from tests.conftest import BACKENDS
-from tests.otlp_payloads import genai_turn_spans, minimal_spans, trace_request
+from tests.support.otlp_payloads import genai_turn_spans, minimal_spans, trace_request
 from tracing_eval import server as http_server
 from tracing_eval.config import ReceiverSettings
+from tracing_eval.connectors.otlp import decode
+from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.store.sql import SqlStore
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)

@@ -16,10 +16,10 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.applications import Starlette
 
-from connectors.otlp.receiver import OtlpReceiver
 from tests.conftest import BACKENDS
-from tests.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.otlp_payloads import genai_turn_spans, trace_request
 from tracing_eval.config import ReceiverSettings
+from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.ingest import store_isolating
 from tracing_eval.model import Span, SpanEvent
 from tracing_eval.store.base import IngestBatch, IngestRefused

@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from connectors.otlp.decode import JSON, decode_traces
 from tests.conftest import EXAMPLES
 from tracing_eval import conventions
 from tracing_eval.assemble import trace_part
+from tracing_eval.connectors.otlp.decode import JSON, decode_traces
 from tracing_eval.model import Span
 
 
@@ -84,7 +84,7 @@ EDGE_CASES = [
 def _workload_traces() -> list[list[Span]]:
     """The benchmark's conversations: both conventions, growing histories, tool calls."""
     from bench import workload
-    from connectors.otlp.decode import PROTOBUF, decompress
+    from tracing_eval.connectors.otlp.decode import PROTOBUF, decompress
 
     wl = workload.build(6, 10)
     spans = [s for body in wl.bodies for s in decode_traces(decompress(body, "gzip", 1 << 30), PROTOBUF).spans]

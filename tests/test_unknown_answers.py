@@ -8,7 +8,7 @@ import time
 import orjson
 import structlog
 
-from tests.judged.fakes import ScriptedJudge
+from tests.support.scripted_judge import ScriptedJudge
 from tracing_eval.assemble import thread_from_traces, turn_from_trace
 from tracing_eval.config import Settings
 from tracing_eval.evaluate import evaluate_all, evaluate_thread

@@ -18,9 +18,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from connectors.otlp.file_source import OtlpFileSource
-from connectors.review.settings import WebhookSettings
-from connectors.review.webhook import (
+from tests.conftest import EXAMPLES
+from tests.support.fakes.loopback import LoopbackServer
+from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings
+from tracing_eval.connectors.otlp.file_source import OtlpFileSource
+from tracing_eval.connectors.review.settings import WebhookSettings
+from tracing_eval.connectors.review.webhook import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -28,9 +31,6 @@ from connectors.review.webhook import (
     WebhookSink,
     verify,
 )
-from tests.conftest import EXAMPLES
-from tests.fakes.loopback import LoopbackServer
-from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings
 from tracing_eval.delivery import Anchor, ReviewDelivery
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import Scope, Span, score_result

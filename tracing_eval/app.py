@@ -204,15 +204,15 @@ async def assemble(
 
 def langfuse_keys_set(settings: Settings) -> bool:
     """Whether the Langfuse keys are set (in `[langfuse]` or the SDK's variables)."""
-    from connectors.langfuse.settings import LangfuseSettings
+    from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 
     return settings.section(LangfuseSettings).enabled
 
 
 async def check_langfuse(settings: Settings) -> tuple[bool, str]:
     """`doctor`: whether Langfuse answers with these keys, and what it said (or what to set)."""
-    from connectors.langfuse import LangfuseClient
-    from connectors.langfuse.settings import LangfuseSettings
+    from tracing_eval.connectors.langfuse import LangfuseClient
+    from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 
     section = settings.section(LangfuseSettings)
     try:
@@ -233,9 +233,9 @@ async def check_langfuse(settings: Settings) -> tuple[bool, str]:
 
 async def langfuse_failed_threads(settings: Settings, selection: Any) -> list[Any]:
     """`scenarios export --from langfuse`: the failed threads of the Langfuse review queue."""
-    from connectors.langfuse.client import LangfuseError
-    from connectors.langfuse.review_sessions import ReviewQueueError, ReviewSessions
-    from connectors.langfuse.settings import LangfuseSettings
+    from tracing_eval.connectors.langfuse.client import LangfuseError
+    from tracing_eval.connectors.langfuse.review_sessions import ReviewQueueError, ReviewSessions
+    from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 
     try:
         reader = ReviewSessions(settings.section(LangfuseSettings))
@@ -251,10 +251,10 @@ async def langfuse_failed_threads(settings: Settings, selection: Any) -> list[An
 
 async def langfuse_reviewed(settings: Settings, human_name: str, metric: str, start: datetime) -> list[Any]:
     """`calibrate --source langfuse`: what reviewers scored as `human_name` since `start`, each with
-    this project's `metric` score on it (`connectors.langfuse.annotations.Subject`)."""
-    from connectors.langfuse.annotations import human_and_ours
-    from connectors.langfuse.client import LangfuseClient, LangfuseError
-    from connectors.langfuse.settings import LangfuseSettings
+    this project's `metric` score on it (`tracing_eval.connectors.langfuse.annotations.Subject`)."""
+    from tracing_eval.connectors.langfuse.annotations import human_and_ours
+    from tracing_eval.connectors.langfuse.client import LangfuseClient, LangfuseError
+    from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 
     try:
         client = LangfuseClient(settings.section(LangfuseSettings))

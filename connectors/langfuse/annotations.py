@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from connectors.langfuse.client import LangfuseClient
-from connectors.langfuse.configs import score_name
+from tracing_eval.connectors.langfuse.client import LangfuseClient
+from tracing_eval.connectors.langfuse.configs import score_name
 
 #: subject ids per read of our scores (comma-separated in the query string)
 BATCH = 50

@@ -20,9 +20,9 @@ import structlog
 from langfuse.api import AsyncLangfuseAPI, CreateScoreRequest
 from langfuse.api.core.api_error import ApiError
 
-from connectors.langfuse.mapping import iso
-from connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.config import ConfigError
+from tracing_eval.connectors.langfuse.mapping import iso
+from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.ratelimit import backoff_delay, retry_after_seconds
 
 log = structlog.get_logger(__name__)

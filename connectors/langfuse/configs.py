@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from connectors.langfuse.client import LangfuseClient
+from tracing_eval.connectors.langfuse.client import LangfuseClient
 from tracing_eval.metrics.deterministic import refusal_loop, repetition
 from tracing_eval.metrics.judged.base import FR6, V5_MINUS
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from connectors.langfuse.settings import SELF_MARKER, LangfuseSettings
+from tracing_eval.connectors.langfuse.settings import SELF_MARKER, LangfuseSettings
 from tracing_eval.conventions.values import dumps
 from tracing_eval.identity import is_sampled, thread_key
 from tracing_eval.model import Span

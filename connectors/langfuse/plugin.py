@@ -4,24 +4,24 @@ load without the `langfuse` extra."""
 
 from __future__ import annotations
 
-from connectors.langfuse.settings import LangfuseSettings
+from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.registry import Section, SinkContext, SinkEntry, SourceContext, SourceEntry
 from tracing_eval.sinks import Sink
 from tracing_eval.sources import Source
 
-NAME = "langfuse"  # of the source and the sink (connectors.langfuse.mapping.SOURCE)
+NAME = "langfuse"  # of the source and the sink (tracing_eval.connectors.langfuse.mapping.SOURCE)
 
 SECTION = Section("langfuse", LangfuseSettings)
 
 
 def _source(ctx: SourceContext) -> Source:
-    from connectors.langfuse.source import LangfuseSource
+    from tracing_eval.connectors.langfuse.source import LangfuseSource
 
     return LangfuseSource(ctx.section(LangfuseSettings), backfill_since=ctx.since)
 
 
 def _sink(ctx: SinkContext) -> Sink:
-    from connectors.langfuse.sink import LangfuseSink
+    from tracing_eval.connectors.langfuse.sink import LangfuseSink
 
     return LangfuseSink(ctx.section(LangfuseSettings))
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import structlog
 
-from connectors.langfuse.client import LangfuseClient, LangfuseError
-from connectors.langfuse.configs import ScoreConfigs
+from tracing_eval.connectors.langfuse.client import LangfuseClient, LangfuseError
+from tracing_eval.connectors.langfuse.configs import ScoreConfigs
 from tracing_eval.delivery import ReviewDelivery
 
 log = structlog.get_logger(__name__)

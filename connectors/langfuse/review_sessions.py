@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from connectors.langfuse.client import LangfuseClient
-from connectors.langfuse.configs import REVIEW_CONFIG
-from connectors.langfuse.mapping import (
+from tracing_eval.assemble import thread_from_traces
+from tracing_eval.connectors.langfuse.client import LangfuseClient
+from tracing_eval.connectors.langfuse.configs import REVIEW_CONFIG
+from tracing_eval.connectors.langfuse.mapping import (
     SOURCE,
     group_by_trace,
     parse_time,
@@ -24,9 +25,8 @@ from connectors.langfuse.mapping import (
     v3_trace_spans,
     v4_trace_spans,
 )
-from connectors.langfuse.settings import LangfuseSettings
-from connectors.langfuse.source import V4_FIELDS
-from tracing_eval.assemble import thread_from_traces
+from tracing_eval.connectors.langfuse.settings import LangfuseSettings
+from tracing_eval.connectors.langfuse.source import V4_FIELDS
 from tracing_eval.failed_threads import Selection
 from tracing_eval.identity import thread_key
 from tracing_eval.model import MetricResult, Scope, Span, Status, Thread

@@ -1,7 +1,7 @@
 """Settings of the Langfuse connector (source, score sink and review queue).
 
 The `[langfuse]` section of the settings (env `TRACING_EVAL_LANGFUSE__<KEY>`), registered with the
-Langfuse source and sink (`connectors.langfuse.plugin`); the keys and host also come from the Langfuse SDK's own
+Langfuse source and sink (`tracing_eval.connectors.langfuse.plugin`); the keys and host also come from the Langfuse SDK's own
 variables (`LANGFUSE_PUBLIC_KEY`, `LANGFUSE_SECRET_KEY`, `LANGFUSE_BASE_URL` or `LANGFUSE_HOST`).
 """
 

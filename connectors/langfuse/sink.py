@@ -32,11 +32,11 @@ from typing import Any
 
 import structlog
 
-from connectors.langfuse.client import LangfuseClient, LangfuseError
-from connectors.langfuse.configs import ConfigRef, ScoreConfigs, score_name
-from connectors.langfuse.mapping import SOURCE, is_virtual, iso
-from connectors.langfuse.review import ReviewRouter
-from connectors.langfuse.settings import LangfuseSettings
+from tracing_eval.connectors.langfuse.client import LangfuseClient, LangfuseError
+from tracing_eval.connectors.langfuse.configs import ConfigRef, ScoreConfigs, score_name
+from tracing_eval.connectors.langfuse.mapping import SOURCE, is_virtual, iso
+from tracing_eval.connectors.langfuse.review import ReviewRouter
+from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.conventions.values import dumps
 from tracing_eval.delivery import Delivery, ResultDelivery, RetractDelivery
 from tracing_eval.model import RESULT_NAMESPACE, MetricResult, Status

@@ -23,8 +23,8 @@ from typing import Any
 import orjson
 import structlog
 
-from connectors.langfuse.client import LangfuseClient
-from connectors.langfuse.mapping import (
+from tracing_eval.connectors.langfuse.client import LangfuseClient
+from tracing_eval.connectors.langfuse.mapping import (
     SOURCE,
     ReadFilter,
     fingerprint,
@@ -36,7 +36,7 @@ from connectors.langfuse.mapping import (
     v3_trace_spans,
     v4_trace_spans,
 )
-from connectors.langfuse.settings import LangfuseSettings
+from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.conventions.values import dumps
 from tracing_eval.ingest import make_batch
 from tracing_eval.model import Span

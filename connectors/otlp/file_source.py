@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from connectors.otlp.decode import OtlpDecodeError, decode_json_line
+from tracing_eval.connectors.otlp.decode import OtlpDecodeError, decode_json_line
 from tracing_eval.ingest import make_batch, store_isolating
 from tracing_eval.model import Span, SpanEvent
 from tracing_eval.sources import PullSource

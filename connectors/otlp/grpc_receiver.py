@@ -1,6 +1,6 @@
 """OTLP/gRPC receiver: `TraceService/Export` and `LogsService/Export` on `[receiver] grpc_address`.
 
-The same admission, decoding and storing as OTLP/HTTP (`connectors.otlp.intake`), so the same
+The same admission, decoding and storing as OTLP/HTTP (`tracing_eval.connectors.otlp.intake`), so the same
 promises hold: an OK answer means the data is committed, spans the store cannot hold are rejected in
 `partial_success`, and a refusal says whether and when to retry. The services are registered by the
 names in opentelemetry-proto's descriptors with the request left as bytes, so the message is parsed
@@ -32,9 +32,9 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from connectors.otlp.decode import PROTOBUF
-from connectors.otlp.intake import TRANSPORTS, Intake, Refusal, export_response
 from tracing_eval.config import ReceiverSettings
+from tracing_eval.connectors.otlp.decode import PROTOBUF
+from tracing_eval.connectors.otlp.intake import TRANSPORTS, Intake, Refusal, export_response
 
 #: The `source` label of what this receiver stores, in the telemetry
 TELEMETRY_SOURCE = TRANSPORTS[1]

@@ -32,7 +32,8 @@ import structlog
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from connectors.otlp.decode import (
+from tracing_eval.config import ReceiverSettings
+from tracing_eval.connectors.otlp.decode import (
     Decoded,
     OtlpDecodeError,
     PayloadTooLarge,
@@ -42,7 +43,6 @@ from connectors.otlp.decode import (
     parse_traces,
     span_chunks,
 )
-from tracing_eval.config import ReceiverSettings
 from tracing_eval.ingest import make_batch, store_isolating
 from tracing_eval.store.base import IngestBatch, Store
 from tracing_eval.telemetry import Telemetry

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from connectors.otlp.sink_settings import OtlpSinkSettings
+from tracing_eval.connectors.otlp.sink_settings import OtlpSinkSettings
 from tracing_eval.registry import Section, SinkContext, SinkEntry, SourceContext, SourceEntry
 from tracing_eval.settings_base import ConfigError
 from tracing_eval.sinks import Sink
@@ -13,13 +13,13 @@ from tracing_eval.sources import Source
 
 
 def _receiver(ctx: SourceContext) -> Source:
-    from connectors.otlp.receiver import OtlpReceiverSource
+    from tracing_eval.connectors.otlp.receiver import OtlpReceiverSource
 
     return OtlpReceiverSource(ctx.store, ctx.settings.receiver, telemetry=ctx.telemetry, sinks=list(ctx.outbox_sinks))
 
 
 def _file(ctx: SourceContext) -> Source:
-    from connectors.otlp.file_source import OtlpFileSource
+    from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 
     if not ctx.argument:
         raise ConfigError("source otlp-file needs a path: otlp-file:PATH")
@@ -30,7 +30,7 @@ def _file(ctx: SourceContext) -> Source:
 
 
 def _sink(ctx: SinkContext) -> Sink:
-    from connectors.otlp.sink import OtlpEvaluationSink
+    from tracing_eval.connectors.otlp.sink import OtlpEvaluationSink
 
     return OtlpEvaluationSink(ctx.section(OtlpSinkSettings))  # a missing endpoint is a ConfigError
 

@@ -2,7 +2,7 @@
 
 A 200 means the data is committed to the store. When the store cannot take it in time the
 answer is 503 with Retry-After (the exporter retries), never an acknowledgement that could be lost.
-Admission, decoding and storing are shared with the gRPC receiver (`connectors.otlp.intake`); this
+Admission, decoding and storing are shared with the gRPC receiver (`tracing_eval.connectors.otlp.intake`); this
 module reads the HTTP request and turns a refusal into its status:
 
 | reason | status |
@@ -34,8 +34,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from connectors.otlp.decode import JSON, PROTOBUF, OtlpDecodeError, media_type
-from connectors.otlp.intake import (
+from tracing_eval.config import ConfigError, ReceiverSettings
+from tracing_eval.connectors.otlp.decode import JSON, PROTOBUF, OtlpDecodeError, media_type
+from tracing_eval.connectors.otlp.intake import (
     REJECT_REASONS,
     TRANSPORTS,
     Intake,
@@ -45,13 +46,12 @@ from connectors.otlp.intake import (
     Reservation,
     export_response,
 )
-from tracing_eval.config import ConfigError, ReceiverSettings
 from tracing_eval.sources import PullSource
 from tracing_eval.store.base import Store
 from tracing_eval.telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from connectors.otlp.grpc_receiver import OtlpGrpcReceiver
+    from tracing_eval.connectors.otlp.grpc_receiver import OtlpGrpcReceiver
 
 __all__ = ["REJECT_REASONS", "TELEMETRY_SOURCE", "OtlpReceiver", "OtlpReceiverSource", "export_response"]
 
@@ -225,7 +225,7 @@ class OtlpReceiverSource(PullSource):
     async def start(self) -> None:
         """Serve OTLP/gRPC when an address is set. A default address that is taken is a warning (gRPC
         stays off); an address set explicitly must be free."""
-        from connectors.otlp.grpc_receiver import GrpcBindError, OtlpGrpcReceiver
+        from tracing_eval.connectors.otlp.grpc_receiver import GrpcBindError, OtlpGrpcReceiver
 
         address = self.settings.grpc_address
         if not address:

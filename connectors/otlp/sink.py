@@ -33,7 +33,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.trace import TraceFlags
 from opentelemetry.util.re import parse_env_headers
 
-from connectors.otlp.sink_settings import OtlpSinkSettings
+from tracing_eval.connectors.otlp.sink_settings import OtlpSinkSettings
 from tracing_eval.delivery import Anchor, Delivery, ResultDelivery
 from tracing_eval.settings_base import ConfigError
 from tracing_eval.sinks import BaseSink, PermanentSinkError

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from connectors.review.settings import WebhookSettings
+from tracing_eval.connectors.review.settings import WebhookSettings
 from tracing_eval.registry import Section, SinkContext, SinkEntry
 from tracing_eval.settings_base import ConfigError
 from tracing_eval.sinks import Sink
 
 
 def _webhook(ctx: SinkContext) -> Sink:
-    from connectors.review.webhook import WebhookSink
+    from tracing_eval.connectors.review.webhook import WebhookSink
 
     settings = ctx.section(WebhookSettings)
     if not settings.urls:

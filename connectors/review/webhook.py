@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import orjson
 
-from connectors.review.settings import WebhookSettings
+from tracing_eval.connectors.review.settings import WebhookSettings
 from tracing_eval.delivery import Delivery, ReviewDelivery
 from tracing_eval.routing import PRIORITIES
 from tracing_eval.settings_base import ConfigError

@@ -7,7 +7,7 @@ the OpenAI client's `chat` spans and the `execute_tool` spans under it, carrying
 (`gen_ai.input.messages` / `gen_ai.output.messages`, content capture on).
 
 The model: without `OPENAI_BASE_URL`, the scripted fake OpenAI server of the test suite
-(`tests/fakes/openai_server.py`) runs in this process on 127.0.0.1, so no key and no network are
+(`tests/support/fakes/openai_server.py`) runs in this process on 127.0.0.1, so no key and no network are
 needed and the answers (defects included) are always the same. With `OPENAI_BASE_URL` (and
 `OPENAI_API_KEY`, `APP_MODEL`) the same user turns go to that endpoint, e.g. Ollama or vLLM.
 
@@ -53,7 +53,7 @@ from opentelemetry.util.genai.handler import TelemetryHandler  # noqa: E402
 from telemetry_genai import ENV as CONTENT_CAPTURE  # noqa: E402
 from telemetry_genai import GenAITelemetry  # noqa: E402
 
-from tests.fakes.openai_server import FakeOpenAIServer, ScriptedHandler  # noqa: E402
+from tests.support.fakes.openai_server import FakeOpenAIServer, ScriptedHandler  # noqa: E402
 
 
 def _stop(signum: int, _frame: FrameType | None) -> None:

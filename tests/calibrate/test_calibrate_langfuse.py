@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from connectors.langfuse.client import LangfuseClient
-from connectors.langfuse.sink import ScoreWriter, Target, build_score
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.langfuse.harness import lf_settings
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.langfuse_harness import lf_settings
 from tracing_eval.cli import main
+from tracing_eval.connectors.langfuse.client import LangfuseClient
+from tracing_eval.connectors.langfuse.sink import ScoreWriter, Target, build_score
 from tracing_eval.model import MetricResult, Scope, score_result
 
 

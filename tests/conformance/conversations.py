@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fakes.openai_server import Reply, ToolCall
+from tests.support.fakes.openai_server import Reply, ToolCall
 
 MODEL = "gpt-4o-mini"
 SYSTEM_PROMPT = "You are the support assistant of a small online shop. Use lookup_order to check an order. Be brief."

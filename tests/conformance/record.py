@@ -26,7 +26,7 @@ from pathlib import Path
 
 from examples.otlp_capture import CaptureEndpoint
 from tests.conformance.conversations import plan, scripts
-from tests.fakes.openai_server import FakeOpenAIServer, ScriptedHandler
+from tests.support.fakes.openai_server import FakeOpenAIServer, ScriptedHandler
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

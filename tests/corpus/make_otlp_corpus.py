@@ -1,6 +1,6 @@
 """Write `tests/corpus/otlp/`: malformed (and valid-but-odd) OTLP/HTTP requests and `manifest.json`.
 
-Every request is derived from payloads the real OTel SDK encodes (`tests/otlp_payloads.py`: an
+Every request is derived from payloads the real OTel SDK encodes (`tests/support/otlp_payloads.py`: an
 `invoke_agent` turn with a failing tool span and a chat span, and a
 `gen_ai.client.inference.operation.details` log event), then broken on purpose: truncated,
 byte-flipped, re-typed, re-encoded, compressed wrongly, oversized. Each item says what the receiver
@@ -35,7 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 
 from examples.otlp_capture import ids_to_hex  # noqa: E402
-from tests.otlp_payloads import details_log_request, genai_turn_spans, trace_request  # noqa: E402
+from tests.support.otlp_payloads import details_log_request, genai_turn_spans, trace_request  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "otlp"
 MANIFEST = "manifest.json"

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.judged.fakes import OPEN
+from tests.support.scripted_judge import OPEN
 
 
 @pytest.fixture(autouse=True)

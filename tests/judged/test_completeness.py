@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
+from tests.support.scripted_judge import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.completeness import Completeness
 from tracing_eval.model import MetricResult, Scope, Status
 

@@ -4,7 +4,14 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, question_of, strict_schema_problems, verdict_last
+from tests.support.scripted_judge import (
+    ScriptedJudge,
+    chat,
+    judge_context,
+    question_of,
+    strict_schema_problems,
+    verdict_last,
+)
 from tracing_eval.metrics.judged.base import V5_PLUS, JudgedMetric
 from tracing_eval.metrics.judged.conversational_flow import ConversationalFlow
 from tracing_eval.model import MetricResult, Status, Thread

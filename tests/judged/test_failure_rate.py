@@ -4,7 +4,14 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, question_of, strict_schema_problems, verdict_last
+from tests.support.scripted_judge import (
+    ScriptedJudge,
+    chat,
+    judge_context,
+    question_of,
+    strict_schema_problems,
+    verdict_last,
+)
 from tracing_eval.metrics.judged.base import FR6, JudgedMetric
 from tracing_eval.metrics.judged.failure_rate import FailureRate
 from tracing_eval.model import MetricResult, Status, Thread

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import Reply
-from tests.judged.fakes import ScriptedJudge, strict_schema_problems, verdict_last
+from tests.support.fakes.openai_server import Reply
+from tests.support.scripted_judge import ScriptedJudge, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.base import Judge, JudgeError, JudgeRequest, MalformedAnswer
 
 SCHEMA = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"], "additionalProperties": False}

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, judge_context
+from tests.support.scripted_judge import ScriptedJudge, judge_context
 from tracing_eval.judge import SYSTEM_PROMPT
 from tracing_eval.metrics.judged.failure_rate import FailureRate
 from tracing_eval.model import Thread

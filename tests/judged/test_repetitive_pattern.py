@@ -4,7 +4,14 @@ from typing import Any
 
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, question_of, strict_schema_problems, verdict_last
+from tests.support.scripted_judge import (
+    ScriptedJudge,
+    chat,
+    judge_context,
+    question_of,
+    strict_schema_problems,
+    verdict_last,
+)
 from tracing_eval.metrics.deterministic.refusal_loop import RefusalLoop
 from tracing_eval.metrics.deterministic.repetition import Repetition
 from tracing_eval.metrics.judged.base import V5_MINUS, JudgedMetric

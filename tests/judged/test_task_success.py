@@ -5,7 +5,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.judged.fakes import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
+from tests.support.scripted_judge import ScriptedJudge, chat, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.base import V5_PLUS, JudgedMetric
 from tracing_eval.metrics.judged.task_success import Criteria, Goal, TaskSuccess, verdicts_answer
 from tracing_eval.model import MetricResult, Status, Thread

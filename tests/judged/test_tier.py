@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATASETS
-from tests.fakes.openai_server import FakeOpenAIServer, Json, Reply
-from tests.fakes.schema_judge import SchemaJudge
-from tests.judged.fakes import ScriptedJudge
+from tests.support.fakes.openai_server import FakeOpenAIServer, Json, Reply
+from tests.support.fakes.schema_judge import SchemaJudge
+from tests.support.scripted_judge import ScriptedJudge
 from tracing_eval.config import DETERMINISTIC_PACK, JUDGED_PACK, JudgeSettings, Settings
 from tracing_eval.evaluate import evaluate_all
 from tracing_eval.judge import ANSWER_RESERVE_TOKENS, JudgeClient, build_messages, request_tokens, response_format

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import Json, Reply
-from tests.judged.fakes import ScriptedJudge, judge_context, strict_schema_problems, verdict_last
+from tests.support.fakes.openai_server import Json, Reply
+from tests.support.scripted_judge import ScriptedJudge, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.metrics.deterministic.tool_errors import ToolErrors
 from tracing_eval.metrics.judged.tool_error_handling import ToolErrorHandling
 from tracing_eval.model import MetricResult, Scope, Status, Thread

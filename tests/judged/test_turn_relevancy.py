@@ -5,8 +5,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tests.fakes.openai_server import Json, Reply
-from tests.judged.fakes import ScriptedJudge, Sent, chat, judge_context, strict_schema_problems, verdict_last
+from tests.support.fakes.openai_server import Json, Reply
+from tests.support.scripted_judge import ScriptedJudge, Sent, chat, judge_context, strict_schema_problems, verdict_last
 from tracing_eval.metrics.judged.transcript import SYSTEM_NOT_SHOWN
 from tracing_eval.metrics.judged.turn_relevancy import TurnRelevancy
 from tracing_eval.model import MetricResult, Scope, Status, Thread

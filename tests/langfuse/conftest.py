@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.langfuse.harness import Worker, lf_settings
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.langfuse_harness import Worker, lf_settings
 from tracing_eval.config import Settings
 
 

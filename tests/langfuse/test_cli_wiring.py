@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.langfuse.harness import FAILING_TURNS, OK_TURNS, QUEUE
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.langfuse_harness import FAILING_TURNS, OK_TURNS, QUEUE
 from tracing_eval.cli import main
 
 

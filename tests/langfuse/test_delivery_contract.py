@@ -9,8 +9,8 @@ import orjson
 import pytest
 from sqlalchemy import update
 
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.langfuse.harness import (
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.langfuse_harness import (
     FAILING_TURNS,
     OK_TURNS,
     Worker,

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
-from connectors.langfuse.configs import REVIEW_CONFIG
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.langfuse.harness import (
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.langfuse_harness import (
     OK_TURNS,
     QUEUE,
     Worker,
@@ -25,6 +24,7 @@ from tests.langfuse.harness import (
     seed_standard,
 )
 from tracing_eval.config import Settings
+from tracing_eval.connectors.langfuse.configs import REVIEW_CONFIG
 from tracing_eval.delivery import Delivery
 from tracing_eval.sinks import BaseSink
 

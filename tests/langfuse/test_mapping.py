@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from connectors.langfuse.mapping import (
+from tracing_eval.assemble import thread_from_traces
+from tracing_eval.connectors.langfuse.mapping import (
     ReadFilter,
     fingerprint,
     from_ns,
@@ -21,7 +22,6 @@ from connectors.langfuse.mapping import (
     v3_trace_spans,
     v4_trace_spans,
 )
-from tracing_eval.assemble import thread_from_traces
 from tracing_eval.identity import is_sampled
 from tracing_eval.model import Span
 

@@ -10,14 +10,10 @@ from typing import Any
 
 import pytest
 
-from connectors.langfuse import LangfuseClient, LangfuseError, LangfuseSink
-from connectors.langfuse.configs import REVIEW_CONFIG
-from connectors.langfuse.sink import ScoreWriter
-from connectors.otlp.file_source import OtlpFileSource
 from tests.conftest import EXAMPLES
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
-from tests.langfuse.harness import (
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.support.langfuse_harness import (
     FAILING_TURNS,
     OK_TURNS,
     QUEUE,
@@ -32,6 +28,10 @@ from tests.langfuse.harness import (
 )
 from tracing_eval.assemble import thread_from_traces
 from tracing_eval.config import JudgeSettings, Settings
+from tracing_eval.connectors.langfuse import LangfuseClient, LangfuseError, LangfuseSink
+from tracing_eval.connectors.langfuse.configs import REVIEW_CONFIG
+from tracing_eval.connectors.langfuse.sink import ScoreWriter
+from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 from tracing_eval.identity import is_sampled
 from tracing_eval.judge import JudgeClient
 from tracing_eval.metrics.catalogue import build_metrics

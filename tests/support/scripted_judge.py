@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tests.fakes.openai_server import FakeOpenAIServer, Json, Reply
+from tests.support.fakes.openai_server import FakeOpenAIServer, Json, Reply
 from tracing_eval.config import JudgeSettings
 from tracing_eval.judge import JudgeClient, schema_name
 from tracing_eval.metrics.judged.base import JudgeContext, JudgeRequest, JudgeUsage

@@ -17,11 +17,11 @@ import orjson
 import pytest
 from sqlalchemy import select
 
-from connectors.langfuse import LangfuseSettings, LangfuseSink, LangfuseSource
-from connectors.langfuse.configs import score_name
-from connectors.langfuse.review import review_object
-from tests.fakes.langfuse_server import FakeLangfuseServer, SeedToolCall
+from tests.support.fakes.langfuse_server import FakeLangfuseServer, SeedToolCall
 from tracing_eval.config import Settings
+from tracing_eval.connectors.langfuse import LangfuseSettings, LangfuseSink, LangfuseSource
+from tracing_eval.connectors.langfuse.configs import score_name
+from tracing_eval.connectors.langfuse.review import review_object
 from tracing_eval.delivery import Delivery, parse
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import Status

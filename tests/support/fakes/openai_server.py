@@ -36,7 +36,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.loopback import LoopbackServer
+from tests.support.fakes.loopback import LoopbackServer
 
 Json = dict[str, Any]
 Handler = Callable[[Json], "Reply | Awaitable[Reply]"]

@@ -33,7 +33,7 @@ from openapi_schema_validator import OAS30Validator, oas30_format_checker
 
 Generation = Literal["v4", "v3"]
 
-REFERENCE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
+REFERENCE_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "reference"
 SPEC_FILES: dict[str, str] = {"v4": "langfuse-openapi-v4.16.yml", "v3": "langfuse-openapi-v3.225.yml"}
 
 # Request bodies the server parses with strict schemas: unknown fields are a 400.

@@ -49,7 +49,7 @@ chars derived from (session id, turn index), so both modes give the same ids. A 
 sessions that grew later (like the real server). On v4, a `filter` JSON parameter replaces the
 simple filter parameters (documented server behaviour).
 
-Import with `from tests.fakes.langfuse_server import FakeLangfuseServer, SeedToolCall`.
+Import with `from tests.support.fakes.langfuse_server import FakeLangfuseServer, SeedToolCall`.
 
 Usage::
 
@@ -116,7 +116,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.loopback import LoopbackServer
+from tests.support.fakes.loopback import LoopbackServer
 
 from .langfuse_data import (
     V2_FIELD_GROUPS,

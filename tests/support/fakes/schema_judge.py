@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tests.fakes.openai_server import Reply
+from tests.support.fakes.openai_server import Reply
 
 _USER_MESSAGE = re.compile(r"^\[(\d+)\] user", re.M)
 

@@ -1,4 +1,4 @@
-"""Bots in this process for `simulate --target tests.sim_bots:NAME` (the callable target)."""
+"""Bots in this process for `simulate --target tests.support.sim_bots:NAME` (the callable target)."""
 
 from __future__ import annotations
 

@@ -38,12 +38,12 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 from sqlalchemy import func, select
 
-from connectors.otlp.grpc_receiver import TRACE_SERVICE
-from tests.fakes.langfuse_server import FakeLangfuseServer
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
-from tests.fakes.schema_judge import SchemaJudge
-from tests.sidecar_process import clean_env, free_port
+from tests.support.fakes.langfuse_server import FakeLangfuseServer
+from tests.support.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.support.fakes.schema_judge import SchemaJudge
+from tests.support.sidecar_process import clean_env, free_port
 from tracing_eval.config import DETERMINISTIC_PACK
+from tracing_eval.connectors.otlp.grpc_receiver import TRACE_SERVICE
 from tracing_eval.store import schema
 from tracing_eval.store.sql import SqlStore
 
