@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 
 from tracing_eval import conventions
 from tracing_eval.model import Span, SpanEvent
-from tracing_eval.store.base import IngestBatch, IngestRefused, IngestStats, Store
+from tracing_eval.sources import SourceStore
+from tracing_eval.store.base import IngestBatch, IngestRefused, IngestStats
 
 
 def conversation_ids(spans: Iterable[Span]) -> dict[str, str]:
@@ -67,7 +68,7 @@ class Stored:
         self.stats.threads_changed += stats.threads_changed
 
 
-async def store_isolating(store: Store, batch: IngestBatch, now: float) -> Stored:
+async def store_isolating(store: SourceStore, batch: IngestBatch, now: float) -> Stored:
     """Ingest `batch`; spans and events the store refuses for their data are left out and reported
     (found by halving the batch: about 2·log2(n) more transactions per bad item). Source progress is
     written last, once everything storable is stored. Transient store errors propagate."""
@@ -82,7 +83,7 @@ async def store_isolating(store: Store, batch: IngestBatch, now: float) -> Store
     return out
 
 
-async def _isolate(store: Store, batch: IngestBatch, now: float, out: Stored, refused: IngestRefused) -> None:
+async def _isolate(store: SourceStore, batch: IngestBatch, now: float, out: Stored, refused: IngestRefused) -> None:
     """`batch` was refused: report it if it is one item, else store each half or isolate within it."""
     if len(batch.spans) + len(batch.events) <= 1:
         _report(batch, out, refused.detail)

@@ -6,7 +6,6 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
@@ -20,7 +19,7 @@ from tracing_eval.model import MetricResult, Thread, result_id
 from tracing_eval.retention import RetentionRun, retain
 from tracing_eval.routing import route
 from tracing_eval.sinks import LOCAL, DeliveryStats, Sink, backoff_seconds, deliver_outbox
-from tracing_eval.sources import Source
+from tracing_eval.sources import Source, SourceStore
 from tracing_eval.store.base import (
     Claim,
     Evaluated,
@@ -89,7 +88,7 @@ class Pipeline:
         started = time.perf_counter()
         stats = TickStats()
         for source in self.sources:
-            store = self.store if self.telemetry is None else CountingStore(self.store, self.telemetry, source.name)
+            store: SourceStore = self.store if self.telemetry is None else CountingStore(self.store, self.telemetry, source.name)
             try:
                 stats.spans_pulled += await source.pull(store, self.clock())
             except Exception as exc:  # one broken source must not stop the others
@@ -317,15 +316,16 @@ def outgoing_result(thread: Thread, r: MetricResult, traces: list[TracePart]) ->
 
 
 class CountingStore:
-    """The store as a pull source sees it: what the source ingests is also counted in the telemetry."""
+    """The store as a pull source sees it (`SourceStore`): what the source ingests is also counted in
+    the telemetry."""
 
     def __init__(self, store: Store, telemetry: Telemetry, source: str) -> None:
         self._store = store
         self._telemetry = telemetry
         self._source = source
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+    async def get_source_state(self, name: str) -> str | None:
+        return await self._store.get_source_state(name)
 
     async def ingest(self, batch: IngestBatch, now: float) -> IngestStats:
         stats = await self._store.ingest(batch, now)

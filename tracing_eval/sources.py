@@ -14,7 +14,16 @@ from typing import Protocol, runtime_checkable
 
 from starlette.routing import BaseRoute
 
-from tracing_eval.store.base import Store
+from tracing_eval.store.base import IngestBatch, IngestStats
+
+
+class SourceStore(Protocol):
+    """What a pulled source may do with the store: read its saved progress and ingest a batch (which
+    saves the batch's progress with its spans, in one transaction)."""
+
+    async def get_source_state(self, name: str) -> str | None: ...
+
+    async def ingest(self, batch: IngestBatch, now: float) -> IngestStats: ...
 
 
 class Source(Protocol):
@@ -23,7 +32,7 @@ class Source(Protocol):
         """A stable name for logs and metrics; read-only, so a source may compute it (`otlp-file:PATH`)."""
         ...
 
-    async def pull(self, store: Store, now: float) -> int:
+    async def pull(self, store: SourceStore, now: float) -> int:
         """Ingest whatever is new since the last pull; return the number of spans stored (a source that
         receives stores as data arrives, and finds nothing to pull)."""
         ...
@@ -69,7 +78,7 @@ class CatchingUp(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def catch_up(self, store: Store, progress: Callable[[datetime | None, int], None]) -> int:
+    async def catch_up(self, store: SourceStore, progress: Callable[[datetime | None, int], None]) -> int:
         """Pull until what is read reaches the time of the pull; after each pull call `progress` with the
         time read up to (None: nothing yet) and the spans stored so far; return the spans stored."""
         ...

@@ -40,8 +40,7 @@ from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.conventions.values import dumps
 from tracing_eval.ingest import make_batch
 from tracing_eval.model import Span
-from tracing_eval.sources import PullSource
-from tracing_eval.store.base import Store
+from tracing_eval.sources import PullSource, SourceStore
 
 log = structlog.get_logger(__name__)
 
@@ -108,7 +107,7 @@ class LangfuseSource(PullSource):
     async def aclose(self) -> None:
         await self.client.aclose()
 
-    async def catch_up(self, store: Store, progress: Callable[[datetime | None, int], None]) -> int:
+    async def catch_up(self, store: SourceStore, progress: Callable[[datetime | None, int], None]) -> int:
         """Pull until the watermark reaches the time of the pull (a backfill spans many pulls of
         `max_windows_per_pull` windows); `progress(watermark, spans so far)` after each pull."""
         spans = 0
@@ -120,7 +119,7 @@ class LangfuseSource(PullSource):
             if watermark is None or watermark.timestamp() >= pulled_at - 1:
                 return spans
 
-    async def pull(self, store: Store, now: float) -> int:
+    async def pull(self, store: SourceStore, now: float) -> int:
         """Read every window from the watermark (minus the overlap) to now; return spans stored."""
         generation = await self.client.generation()
         state = SourceState.loads(await store.get_source_state(self.state_key))

@@ -15,8 +15,7 @@ import structlog
 from tracing_eval.connectors.otlp.decode import OtlpDecodeError, decode_json_line
 from tracing_eval.ingest import make_batch, store_isolating
 from tracing_eval.model import Span, SpanEvent
-from tracing_eval.sources import PullSource
-from tracing_eval.store.base import Store
+from tracing_eval.sources import PullSource, SourceStore
 
 log = structlog.get_logger(__name__)
 
@@ -32,7 +31,7 @@ class OtlpFileSource(PullSource):
     def name(self) -> str:
         return f"otlp-file:{self.path}"
 
-    async def pull(self, store: Store, now: float) -> int:
+    async def pull(self, store: SourceStore, now: float) -> int:
         if not self.path.is_file():
             raise FileNotFoundError(f"OTLP file {self.path} does not exist")
         state_key = f"otlp-file:{self.path.resolve()}"

@@ -46,7 +46,7 @@ from tracing_eval.connectors.otlp.intake import (
     Reservation,
     export_response,
 )
-from tracing_eval.sources import PullSource
+from tracing_eval.sources import PullSource, SourceStore
 from tracing_eval.store.base import Store
 from tracing_eval.telemetry import Telemetry
 
@@ -219,7 +219,7 @@ class OtlpReceiverSource(PullSource):
     def routes(self) -> list[BaseRoute]:
         return list(self.receiver.routes())
 
-    async def pull(self, store: Store, now: float) -> int:
+    async def pull(self, store: SourceStore, now: float) -> int:
         return 0
 
     async def start(self) -> None:
