@@ -27,11 +27,11 @@ from starlette.applications import Starlette
 
 from tests.conftest import BACKENDS
 from tests.support.otlp_payloads import genai_turn_spans, to_otlp_json, trace_request
+from tests.support.results import score_result
 from tracing_eval import server as http_server
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.connectors.otlp.receiver import REJECT_REASONS, OtlpReceiver
 from tracing_eval.delivery import Delivery
-from tracing_eval.model import score_result
 from tracing_eval.sinks import BaseSink, deliver_outbox
 from tracing_eval.store import schema
 from tracing_eval.store.base import Outgoing

@@ -19,11 +19,12 @@ from starlette.applications import Starlette
 from tests.conftest import BACKENDS
 from tests.support.fakes.langfuse_server import FakeLangfuseServer
 from tests.support.otlp_payloads import trace_request
+from tests.support.results import score_result
 from tracing_eval.config import ReceiverSettings, Settings
 from tracing_eval.connectors.langfuse import LangfuseSettings, LangfuseSink
 from tracing_eval.connectors.otlp.receiver import OtlpReceiver
 from tracing_eval.metrics.catalogue import build_metrics
-from tracing_eval.model import Scope, Span, score_result
+from tracing_eval.model import Scope, Span
 from tracing_eval.pipeline import Pipeline
 from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Outgoing, Readiness, ReviewRequest

@@ -29,6 +29,7 @@ from tests.conftest import BACKENDS, EXAMPLES
 from tests.support.fakes.openai_server import FakeOpenAIServer, Reply, ScriptedHandler
 from tests.support.fakes.schema_judge import SchemaJudge
 from tests.support.otlp_payloads import genai_turn_spans, trace_request
+from tests.support.results import score_result
 from tests.test_judge import TRANSCRIPT, answer, ask, verdict
 from tests.test_sidecar import LIVENESS_DEADLINE, free_port
 from tracing_eval.app import build_pipeline, build_store
@@ -37,7 +38,7 @@ from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 from tracing_eval.delivery import Delivery, ResultDelivery
 from tracing_eval.judge import JudgeClient
 from tracing_eval.metrics.judged.base import JudgeError
-from tracing_eval.model import Scope, Span, score_result
+from tracing_eval.model import Scope, Span
 from tracing_eval.pipeline import TickStats
 from tracing_eval.sinks import BaseSink
 from tracing_eval.store import schema

@@ -22,13 +22,14 @@ from starlette.routing import Route
 
 from tests.conftest import EXAMPLES
 from tests.support.fakes.loopback import LoopbackServer
+from tests.support.results import not_applicable, score_result
 from tracing_eval.config import ConfigError, Settings
 from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 from tracing_eval.connectors.otlp.sink import OtlpEvaluationSink, OtlpExportError, resolve_endpoint
 from tracing_eval.connectors.otlp.sink_settings import OtlpSinkSettings
 from tracing_eval.delivery import Anchor, ResultDelivery
 from tracing_eval.metrics.catalogue import build_metrics
-from tracing_eval.model import MetricResult, Scope, Status, not_applicable, score_result
+from tracing_eval.model import MetricResult, Scope, Status
 from tracing_eval.pipeline import Pipeline
 from tracing_eval.sinks import deliver_outbox
 from tracing_eval.store import schema

@@ -31,10 +31,11 @@ from tests.support.pg_replicas import (
     replica,
     turn,
 )
+from tests.support.results import score_result
 from tracing_eval.config import load_settings
 from tracing_eval.delivery import Delivery, ResultDelivery
 from tracing_eval.metrics.catalogue import build_metrics
-from tracing_eval.model import Scope, score_result
+from tracing_eval.model import Scope
 from tracing_eval.pipeline import Pipeline
 from tracing_eval.sinks import BaseSink, deliver_outbox
 from tracing_eval.store import schema

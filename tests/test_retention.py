@@ -135,7 +135,8 @@ async def test_traces_never_assembled_are_assembled_before_their_spans_go(store:
 
 
 async def test_outbox_review_items_and_judge_answers_go_after_their_days(store: SqlStore, settings: Settings) -> None:
-    from tracing_eval.model import Scope, score_result
+    from tests.support.results import score_result
+    from tracing_eval.model import Scope
     from tracing_eval.store.base import Outgoing, Readiness, ReviewRequest
 
     clock, history = Clock(T0), []

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.results import not_applicable, score_result
 from tracing_eval.config import ReviewSettings, RouteSettings, load_settings
-from tracing_eval.model import MetricResult, Scope, Status, not_applicable, score_result
+from tracing_eval.model import MetricResult, Scope, Status
 from tracing_eval.routing import route, unknown_destinations
 
 

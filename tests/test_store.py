@@ -9,9 +9,10 @@ import pytest
 from sqlalchemy import update
 
 from tests.conftest import BACKENDS
+from tests.support.results import score_result
 from tracing_eval.assemble import parts_from_stored
 from tracing_eval.delivery import Anchor, Delivery, ResultDelivery, ReviewDelivery, parse
-from tracing_eval.model import MetricResult, Scope, Span, SpanEvent, score_result
+from tracing_eval.model import MetricResult, Scope, Span, SpanEvent
 from tracing_eval.sinks import BaseSink, deliver_outbox
 from tracing_eval.store import schema
 from tracing_eval.store.base import Evaluated, IngestBatch, Mode, Outgoing, Readiness, ReviewRequest

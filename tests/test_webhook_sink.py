@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from tests.conftest import EXAMPLES
 from tests.support.fakes.loopback import LoopbackServer
+from tests.support.results import score_result
 from tracing_eval.config import ConfigError, ReviewSettings, RouteSettings, Settings
 from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 from tracing_eval.connectors.review.settings import WebhookSettings
@@ -33,7 +34,7 @@ from tracing_eval.connectors.review.webhook import (
 )
 from tracing_eval.delivery import Anchor, ReviewDelivery
 from tracing_eval.metrics.catalogue import build_metrics
-from tracing_eval.model import Scope, Span, score_result
+from tracing_eval.model import Scope, Span
 from tracing_eval.pipeline import Pipeline
 from tracing_eval.routing import route
 from tracing_eval.sinks import deliver_outbox

@@ -88,7 +88,9 @@ class Pipeline:
         started = time.perf_counter()
         stats = TickStats()
         for source in self.sources:
-            store: SourceStore = self.store if self.telemetry is None else CountingStore(self.store, self.telemetry, source.name)
+            store: SourceStore = (
+                self.store if self.telemetry is None else CountingStore(self.store, self.telemetry, source.name)
+            )
             try:
                 stats.spans_pulled += await source.pull(store, self.clock())
             except Exception as exc:  # one broken source must not stop the others

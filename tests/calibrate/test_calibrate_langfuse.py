@@ -13,10 +13,11 @@ from click.testing import CliRunner
 
 from tests.support.fakes.langfuse_server import FakeLangfuseServer
 from tests.support.langfuse_harness import lf_settings
+from tests.support.results import score_result
 from tracing_eval.cli import main
 from tracing_eval.connectors.langfuse.client import LangfuseClient
 from tracing_eval.connectors.langfuse.sink import ScoreWriter, Target, build_score
-from tracing_eval.model import MetricResult, Scope, score_result
+from tracing_eval.model import MetricResult, Scope
 
 
 @pytest.fixture(params=["v4", "v3"])

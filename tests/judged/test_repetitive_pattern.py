@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.results import score_result
 from tests.support.scripted_judge import (
     ScriptedJudge,
     chat,
@@ -16,7 +17,7 @@ from tracing_eval.metrics.deterministic.refusal_loop import RefusalLoop
 from tracing_eval.metrics.deterministic.repetition import Repetition
 from tracing_eval.metrics.judged.base import V5_MINUS, JudgedMetric
 from tracing_eval.metrics.judged.repetitive_pattern import GATE_MAX_SIMILARITY, RepetitivePattern
-from tracing_eval.model import MetricResult, Status, Thread, score_result
+from tracing_eval.model import MetricResult, Status, Thread
 from tracing_eval.transcripts import thread_from_messages
 
 NAME = RepetitivePattern.name

@@ -6,13 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.support.results import score_result
 from tracing_eval.assemble import parts_from_stored, thread_from_parts
 from tracing_eval.connectors.langfuse.configs import ConfigRef, config_body, score_name
 from tracing_eval.connectors.langfuse.review import marked_versions, review_comment, review_object, split_key
 from tracing_eval.connectors.langfuse.settings import LangfuseSettings, parse_since
 from tracing_eval.connectors.langfuse.sink import LangfuseSink, Target, build_score, score_metadata, target
 from tracing_eval.delivery import ResultDelivery
-from tracing_eval.model import MetricResult, Scope, Span, score_result
+from tracing_eval.model import MetricResult, Scope, Span
 from tracing_eval.pipeline import outgoing_result
 from tracing_eval.sinks import PermanentSinkError
 from tracing_eval.store.base import ReviewRequest, StoredThread

@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, UniqueConstraint, func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from tracing_eval.model import Scope, Span, score_result
+from tests.support.results import score_result
+from tracing_eval.model import Scope, Span
 from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Outgoing, Readiness
 from tracing_eval.store.sql import SqlStore
