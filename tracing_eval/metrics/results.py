@@ -17,8 +17,10 @@ from tracing_eval.metrics.base import MetricSpec
 from tracing_eval.model import MetricResult, Scope, Status
 
 
-def _scope(turn_index: int | None) -> Scope:
-    return Scope.THREAD if turn_index is None else Scope.TURN
+def _result(spec: MetricSpec, turn_index: int | None, **fields: Any) -> MetricResult:
+    """A result of `spec` on the thread (`turn_index` None) or on that turn."""
+    scope = Scope.THREAD if turn_index is None else Scope.TURN
+    return MetricResult(metric=spec.name, metric_version=spec.version, scope=scope, turn_index=turn_index, **fields)
 
 
 def ok(
@@ -32,11 +34,9 @@ def ok(
 ) -> MetricResult:
     """An `ok` result; `passed` is `score >= threshold` (None without a threshold)."""
     score = min(1.0, max(0.0, score))
-    return MetricResult(
-        metric=spec.name,
-        metric_version=spec.version,
-        scope=_scope(turn_index),
-        turn_index=turn_index,
+    return _result(
+        spec,
+        turn_index,
         score=round(score, 4),
         label=label,
         passed=None if spec.threshold is None else score >= spec.threshold,
@@ -49,39 +49,22 @@ def ok(
 def not_applicable(
     spec: MetricSpec, reason: str, *, turn_index: int | None = None, evidence: dict[str, Any] | None = None
 ) -> MetricResult:
-    return MetricResult(
-        metric=spec.name,
-        metric_version=spec.version,
-        scope=_scope(turn_index),
-        turn_index=turn_index,
-        status=Status.NOT_APPLICABLE,
-        reason=reason,
-        evidence=evidence or {},
-    )
+    return _result(spec, turn_index, status=Status.NOT_APPLICABLE, reason=reason, evidence=evidence or {})
 
 
 def skipped(
     spec: MetricSpec, reason: str, *, turn_index: int | None = None, evidence: dict[str, Any] | None = None
 ) -> MetricResult:
-    return MetricResult(
-        metric=spec.name,
-        metric_version=spec.version,
-        scope=_scope(turn_index),
-        turn_index=turn_index,
-        status=Status.SKIPPED,
-        reason=reason,
-        threshold=spec.threshold,
-        evidence=evidence or {},
+    return _result(
+        spec, turn_index, status=Status.SKIPPED, reason=reason, threshold=spec.threshold, evidence=evidence or {}
     )
 
 
 def failed(spec: MetricSpec, exc: BaseException, why: str, *, turn_index: int | None = None) -> MetricResult:
     """An `error` result: `why` says what failed (e.g. "judge failed"), `exc` how."""
-    return MetricResult(
-        metric=spec.name,
-        metric_version=spec.version,
-        scope=_scope(turn_index),
-        turn_index=turn_index,
+    return _result(
+        spec,
+        turn_index,
         status=Status.ERROR,
         error=f"{type(exc).__name__}: {exc}",
         reason=f"{why}: {exc}",
