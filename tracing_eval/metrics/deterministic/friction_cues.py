@@ -9,14 +9,10 @@ Every function here is a precompiled regex or a small predicate over plain text.
 
 from __future__ import annotations
 
-import re
-
-from tracing_eval.text import could_match, sentences
-
-_I = re.IGNORECASE
+from tracing_eval.text import Folded, could_match, sentences
 
 #: the user rejects or disputes what the reply said, did or assumed (no context needed)
-DISPUTE = re.compile(
+DISPUTE = Folded(
     r"\b(?:that|this|it|which|those|these)(?:'s|\s+is|\s+was|\s+are|\s+were)\s+(?:not|n't)\s+"
     r"(?:right|correct|true|accurate|what i|the (?:one|right|correct))\b"
     r"|\b(?:isn'?t|wasn'?t|aren'?t)\s+(?:right|correct|true|accurate|what i)\b"
@@ -29,41 +25,36 @@ DISPUTE = re.compile(
     r"(?:mistake|error|misunderstanding|mix-?up|confusion)\b"
     r"|\bi (?:never|did ?n'?t|did not) (?:say|said|ask|asked|want|wanted|request|requested|choose|book)\b"
     r"|\bare you sure\b|\bthat can'?t be (?:right|correct|true)\b|\bi don'?t believe (?:you|that|it)\b",
-    _I,
 )
 #: the user restates something the assistant should already know
-REMINDER = re.compile(
+REMINDER = Folded(
     r"\bi (?:already|just) (?:told|said|gave|sent|provided|explained|answered|mentioned|asked|did)\b"
     r"|\b(?:as|like) i (?:already |just )?(?:said|told you|mentioned|asked|explained|wrote)\b"
     r"|\bi (?:said|asked for|told you)\b"
     r"|\bi(?:'ve| have| had)?\s+(?:to\s+)?(?:tell|say|repeat|explain|give|type|send|ask)\w*(?:\s+\w+){0,4}\s+again\b"
     r"|\bagain and again\b|\bfor the (?:second|third|fourth|fifth|last|\d+(?:st|nd|rd|th)) time\b",
-    _I,
 )
 #: the user asks the assistant to redo what it just did
-RETRY = re.compile(
+RETRY = Folded(
     r"\b(?:try|check|search|look|find|book|reserve|run|do|look\s+it\s+up)\w*(?:\s+\S+){0,4}\s+again\b"
     r"|\b(?:re-?check|retry|re-?try|double[- ]check|try harder|keep (?:looking|searching|trying))\b"
     r"|\byet again\b",
-    _I,
 )
 #: the message asks for something (a question or an imperative), not a plan ("I might book it again later")
-REQUEST = re.compile(
+REQUEST = Folded(
     r"\b(?:can|could|would|will) (?:you|we)\b|\bplease\b|\blet'?s\b|\?"
     r"|^\W*(?:\w+\W+)?(?:try|check|search|look|find|book|re-?check|retry|double[- ]check)\b",
-    _I,
 )
 #: a reply that reports a failure or an empty result: a retry request after it disputes the failure
-FAILURE_REPLY = re.compile(
+FAILURE_REPLY = Folded(
     r"\bsorry\b|\bunfortunately\b|\bapologi[sz]e|\bunable\b|\bcould(?:n'?t| not)\b|\bcan(?:'?t|not)\b"
     r"|\b(?:was|were|is|are)(?:n'?t| not)\s+(?:able|possible|available|successful)\b"
     r"|\b(?:failed|unsuccessful|did(?:n'?t| not) go through)\b"
     r"|\bno\s+(?:\w+\s+)?(?:results?|matches|match|availability|options?|records?|flights?|seats?|tables?|rooms?)\b"
     r"|\b(?:nothing|none)\b|\bnot (?:find|found|locate)\b",
-    _I,
 )
 #: annoyance aimed at the assistant or the conversation (not at the world: "my flight was delayed")
-ANNOYANCE = re.compile(
+ANNOYANCE = Folded(
     r"\b(?:useless|pathetic|incompetent|hopeless|stupid|dumb)\b"
     r"|\b(?:this|that|it)(?:'s|\s+is|\s+was)\s+(?:\w+\s+){0,2}"
     r"(?:frustrating|annoying|ridiculous|absurd|unacceptable|unhelpful|not helpful|not helping|a joke)\b"
@@ -74,64 +65,56 @@ ANNOYANCE = re.compile(
     r"|\bwhy (?:can'?t|don'?t|won'?t) you (?:\w+ )?(?:understand|listen|help|just)\b"
     r"|\bwhat(?:'s| is) wrong with you\b|\bi give up\b|\bi(?:'m| am) (?:getting|becoming) (?:\w+ )?"
     r"(?:frustrated|annoyed|irritated|angry|upset|tired of this)\b",
-    _I,
 )
 #: the user asks for a person
-HUMAN = re.compile(
+HUMAN = Folded(
     r"\b(?:speak|talk|chat|connect|transfer|put|escalate)\w*\s+(?:me\s+)?(?:through\s+)?(?:to|with)\s+"
     r"(?:a|an|the|some|your)?\s*"
     r"(?:real\s+|live\s+)?(?:human|person|agent|representative|rep|manager|supervisor|operator|someone)\b"
     r"|^\s*(?:an?\s+)?(?:human|real person|live agent|agent|representative|supervisor|manager)(?:\s+please)?"
     r"\s*[!?.]*\s*$",
-    _I,
 )
 #: a reply that offers a hand-off: accepting it is not friction
-HANDOFF_OFFER = re.compile(
+HANDOFF_OFFER = Folded(
     r"\btransfer\w*\b|\bhuman\b|\b(?:live |customer service )?agent\b|\brepresentative\b|\bsupervisor\b"
     r"|\bconnect you\b",
-    _I,
 )
 #: a message that opens by saying no to the reply
-NEGATION_OPENING = re.compile(r"^\W*(?:no|nope|nah|negative|not (?:quite|exactly|really))\b", _I)
+NEGATION_OPENING = Folded(r"^\W*(?:no|nope|nah|negative|not (?:quite|exactly|really))\b")
 #: closings and thanks: "No, that's all", "Thank you!!!"
-CLOSING = re.compile(
+CLOSING = Folded(
     r"\b(?:that'?s|that is|that will be|that would be|that'?ll be|it'?s|this is)\s+(?:\w+\s+)?"
     r"(?:all|it|everything|enough)\b"
     r"|\bthank|\bthanks\b|\bthx\b|\bappreciate\b|\bbye\b|\bnothing\b|\bi'?m (?:all )?(?:good|set|done|fine)\b",
-    _I,
 )
 #: declining an offer or answering a question about preferences ("No, not now", "No preference")
-DECLINE = re.compile(
+DECLINE = Folded(
     r"\bnot (?:right )?(?:now|yet|today|for now|at (?:the|this) (?:moment|time|point))\b|\bmaybe later\b|\blater\b"
     r"|\bno need\b|\bnot (?:necessary|needed|required|interested|important|a problem)\b"
     r"|\b(?:don'?t|do not|won'?t|will not)\s+(?:really\s+)?(?:need|want|wish|care|mind|have)\b"
     r"|\bno (?:problem|worries|preference|particular|specific)\b|\b(?:doesn'?t|does not) matter\b"
     r"|\bany\w*\s+(?:\w+\s+)?(?:is|are|will be|would be|works?)\s+(?:fine|ok|okay|good)\b|\bno,? thanks?\b"
     r"|^\W*no\W+but\b|\b(?:that|it)(?:'s|\s+is|\s+was)\s+(?:\w+\s+)?(?:fine|ok|okay|good|great)\b",
-    _I,
 )
 #: the message offers a replacement: a value or a statement of what the user wants
-REPLACEMENT = re.compile(
+REPLACEMENT = Folded(
     r"\d|\b(?:i|we)\s+(?:\w+\s+)?(?:want|need|would like|wanted|meant|said|asked|prefer|will be|'ll be)\b"
     r"|\b(?:i|we)'d\b|\bmake (?:it|that)\b|\binstead\b|\bactually\b|\brather\b|\bchange\b|\bshould be\b"
     r"|\b(?:it'?s|it is|that'?s|that is)\s+(?:for|on|at|in|from|to)\b"
     r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten)\b",
-    _I,
 )
 #: a reply that offers something or asks an open question: "no" to it is an answer, not a correction
-OFFER_OR_QUESTION = re.compile(
+OFFER_OR_QUESTION = Folded(
     r"\b(?:would|do|did|will) you (?:like|want|wish|need|care|prefer|have)\b|\b(?:shall|should|can|may|could) i\b"
     r"|\bare you (?:interested|looking)\b|\bwant me to\b|\banything else\b|\bsomething else\b|\bany other\b"
     r"|\bparticular\b|\bpreference\b|\bspecific\b|\bis there\b",
-    _I,
 )
 #: a reply that states or checks a detail: "no" to it corrects the detail
-CONFIRMATION = re.compile(
+CONFIRMATION = Folded(
     r"\bconfirm|\b(?:is|does) (?:that|this|it|everything) (?:\w+ )?(?:correct|right|ok(?:ay)?|sound|look)\b"
     r"|\b(?:correct|right)\s*[?.]|\bjust to (?:confirm|verify|make sure|be sure|clarify|double)"
     r"|\b(?:let me|to) (?:make sure|verify|double[- ]check|see if i)|\bplease (?:review|verify|check)\b"
     r"|\bdid you (?:mean|say|want)\b|\bhere'?s what i (?:have|got|heard)\b|\bto recap\b",
-    _I,
 )
 
 
