@@ -67,6 +67,7 @@ _SPACELESS = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\
 _RUN = re.compile(rf"[{_SPACELESS}]+|[^\W_{_SPACELESS}]+")
 _SPACELESS_RUN = re.compile(rf"[{_SPACELESS}]")
 _WORD = re.compile(r"[^\W_]+")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")  # the same on lower-cased ASCII text, and faster
 _APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
 #: Sentence ends: Latin-style punctuation before a space, full-width CJK/Devanagari/Arabic ends, line breaks.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？；｡।؟])\s*|\n+")
@@ -108,10 +109,12 @@ def word_units(text: str) -> list[str]:
     Japanese, Thai, ...) give overlapping character pairs (`订单已发货` -> `订单 单已 已发 发货`), a
     dictionary-free stand-in for words that makes two sentences in those scripts comparable.
     """
-    folded = unicodedata.normalize("NFKC", text).lower()
+    folded = (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
     if "'" in folded or "\u2019" in folded:
         folded = _APOSTROPHE.sub("", folded)
-    if folded.isascii() or not _SPACELESS_RUN.search(folded):
+    if folded.isascii():
+        return _ASCII_WORD.findall(folded)
+    if not _SPACELESS_RUN.search(folded):
         return _WORD.findall(folded)
     out: list[str] = []
     for run in _RUN.findall(folded):
@@ -130,7 +133,7 @@ _ASCII_PIECE = re.compile(r"[a-z0-9]+|[.!?]+(?=\s|$)|\n")
 def sentence_words(text: str) -> list[list[str]]:
     """The word units of each sentence, in one pass over the text: the same sentence ends as
     `sentences` and the same units as `word_units`; sentences without words are left out."""
-    folded = unicodedata.normalize("NFKC", text).lower()
+    folded = (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
     if "'" in folded or "\u2019" in folded:
         folded = _APOSTROPHE.sub("", folded)
     out: list[list[str]] = []
@@ -163,10 +166,13 @@ def could_match(text: str, needs: tuple[str, ...]) -> bool:
     """A cheap gate before a slow case-insensitive regex whose every match holds one of `needs` (lower
     case literals): False only when `text` is ASCII and holds none of them. Non-ASCII text always
     passes, because case-insensitive matching folds more than `str.lower` there."""
-    if not text.isascii():
-        return True
-    low = text.lower()
-    for n in needs:  # a plain loop: cheaper than any() over a generator for a few needles
+    return not text.isascii() or holds_any(text.lower(), needs)
+
+
+def holds_any(low: str, needs: tuple[str, ...]) -> bool:
+    """True when `low` holds one of `needs` (a plain loop: cheaper than any() over a generator or a map
+    for a few needles)."""
+    for n in needs:
         if n in low:
             return True
     return False

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
-from tracing_eval.text import Folded, could_match
+from tracing_eval.text import Folded, could_match, holds_any
 from tracing_eval.text import split_sentences as text_sentences
 
 _I = re.IGNORECASE
@@ -417,7 +417,7 @@ def values_in(text: str) -> Iterator[tuple[str, str]]:
         else:
             low, digit, shaped = "", True, {}
         for slot in SLOTS:
-            keyed = not low or any(map(low.__contains__, slot.keyed_needs))
+            keyed = not low or holds_any(low, slot.keyed_needs)
             if slot.name == "reservation_id":
                 if keyed:
                     for value in _reservation_values(sentence):
@@ -465,7 +465,7 @@ def named_slots(text: str, *, elsewhere: bool = False) -> list[str]:
         english: set[str] = set()
     elif text.isascii():  # each slot's pattern only where one of its pieces is in the text
         low = text.lower()
-        english = {s.name for s in SLOTS if any(map(low.__contains__, s.asked_needs)) and s.asked_as.search_lower(low)}
+        english = {s.name for s in SLOTS if holds_any(low, s.asked_needs) and s.asked_as.search_lower(low)}
     else:
         english = {s.name for s in SLOTS if s.asked_as.search(text)}
     if elsewhere and _ANY_SLOT_NAME_ELSEWHERE.search(text):
