@@ -11,15 +11,7 @@ import click
 import orjson
 from rich.markup import escape
 
-from tracing_eval.cli.common import (
-    config_option,
-    err,
-    evaluate_with_progress,
-    fail,
-    friendly_errors,
-    out,
-    settings_for,
-)
+from tracing_eval.cli.common import config_option, err, evaluate_with_progress, fail, friendly_errors, out, settings_for
 from tracing_eval.config import ConfigError, Settings
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.timespec import parse_since

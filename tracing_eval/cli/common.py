@@ -17,9 +17,7 @@ from tracing_eval import logging as te_logging
 from tracing_eval import registry
 from tracing_eval.config import ConfigError, Settings, load_settings
 from tracing_eval.extras import missing_extra_message
-from tracing_eval.report import (
-    thread_record,
-)
+from tracing_eval.report import thread_record
 from tracing_eval.store.base import Store
 from tracing_eval.store.sql import StoreError
 from tracing_eval.transcripts import TranscriptError
@@ -109,6 +107,7 @@ def settings_for(config_path: Path | None, *, quiet: bool = False, **overrides: 
 
 
 async def stored_records(store: Store) -> list[dict[str, Any]]:
+    """The stored results as one record per thread, in the schema `eval` writes."""
     by_thread: dict[str, list[Any]] = {}
     for r in await store.results():
         by_thread.setdefault(r.thread_key, []).append(r.result)

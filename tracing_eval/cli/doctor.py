@@ -10,15 +10,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from tracing_eval.cli.common import (
-    SINK_NAMES,
-    SOURCE_SPECS,
-    config_option,
-    err,
-    missing_extra,
-    out,
-    settings_for,
-)
+from tracing_eval.cli.common import SINK_NAMES, SOURCE_SPECS, config_option, err, missing_extra, out, settings_for
 from tracing_eval.config import ConfigError
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.store.sql import SqlStore, StoreError

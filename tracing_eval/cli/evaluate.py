@@ -13,22 +13,9 @@ import orjson
 from click.core import ParameterSource
 from rich.markup import escape
 
-from tracing_eval.cli.common import (
-    config_option,
-    err,
-    evaluate_with_progress,
-    fail,
-    friendly_errors,
-    out,
-    settings_for,
-)
+from tracing_eval.cli.common import config_option, err, evaluate_with_progress, fail, friendly_errors, out, settings_for
 from tracing_eval.metrics.catalogue import build_metrics
-from tracing_eval.report import (
-    error_lines,
-    metric_means,
-    metrics_table,
-    results_table,
-)
+from tracing_eval.report import error_lines, metric_means, metrics_table, results_table
 from tracing_eval.transcripts import TranscriptError, thread_from_json_line
 
 

@@ -21,10 +21,7 @@ from tracing_eval.cli.common import (
     stored_records,
 )
 from tracing_eval.config import ConfigError, Settings
-from tracing_eval.report import (
-    results_table,
-    review_table,
-)
+from tracing_eval.report import results_table, review_table
 from tracing_eval.timespec import parse_since
 
 

@@ -12,14 +12,7 @@ import click
 import orjson
 from rich.markup import escape
 
-from tracing_eval.cli.common import (
-    config_option,
-    counting,
-    err,
-    fail,
-    friendly_errors,
-    settings_for,
-)
+from tracing_eval.cli.common import config_option, counting, err, fail, friendly_errors, settings_for
 from tracing_eval.config import ConfigError, Settings
 from tracing_eval.store.sql import SqlStore
 from tracing_eval.timespec import parse_since

@@ -13,23 +13,10 @@ import click
 import orjson
 from rich.markup import escape
 
-from tracing_eval.cli.common import (
-    config_option,
-    fail,
-    friendly_errors,
-    out,
-    settings_for,
-    stored_records,
-)
+from tracing_eval.cli.common import config_option, fail, friendly_errors, out, settings_for, stored_records
 from tracing_eval.config import Settings
 from tracing_eval.inspection import inspect_traces, render
-from tracing_eval.report import (
-    conversation_lines,
-    results_table,
-    review_record,
-    review_table,
-    thread_record,
-)
+from tracing_eval.report import conversation_lines, results_table, review_record, review_table, thread_record
 from tracing_eval.store.sql import SqlStore
 
 
