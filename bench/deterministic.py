@@ -108,7 +108,9 @@ def measure(lines: Sequence[bytes], metrics: Sequence[Any], repeat: int) -> dict
     from tracing_eval.transcripts import thread_from_json_line
 
     def parse_only() -> int:  # threads are dropped as they go, as in the parse-included pass
-        return sum(1 for i, line in enumerate(lines, 1) if thread_from_json_line(line, i))
+        for i, line in enumerate(lines, 1):
+            thread_from_json_line(line, i)
+        return len(lines)
 
     def with_parse() -> int:
         results = 0
