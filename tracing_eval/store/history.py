@@ -285,14 +285,41 @@ def event_record(event: SpanEvent, nodes: Nodes, chains: Chains, thread_key: str
     return orjson.dumps(_event_record(event, nodes, chains, thread_key))
 
 
+class Joined(dict[str, Any]):
+    """Attributes with their flattened histories put back, which also keep each such history as the
+    groups `conventions.values.indexed` would make of it again (`groups`: prefix -> one dict of
+    fields per message, read only), valid while the attributes keep `size` keys."""
+
+    __slots__ = ("groups", "size")
+
+    groups: dict[str, list[dict[str, Any]]]
+    size: int
+
+
 class Histories:
     """Reads histories back from the nodes of one thread (`id -> (parent, data)`), each node parsed
-    once however many spans share it."""
+    once however many spans share it; a history read back as JSON text is not parsed at all (a node
+    holds its message as the compact JSON that reading it would write again)."""
 
     def __init__(self, nodes: Mapping[str, tuple[str | None, bytes]]) -> None:
         self._nodes = nodes
         self._chains: dict[str, list[Any]] = {}  # head -> its items
         self._items: dict[str, Any] = {}  # node -> its item, parsed once
+        self._texts: dict[str, list[bytes]] = {}  # head -> its items' JSON
+
+    def texts(self, head: str) -> list[bytes]:
+        """The JSON of each item of the chain ending at `head`, as `messages` would dump them."""
+        found = self._texts.get(head)
+        if found is None:
+            walked: list[str] = []
+            node: str | None = head
+            while node is not None and node not in self._texts:
+                walked.append(node)
+                node = self._nodes[node][0]
+            found = list(self._texts[node]) if node is not None else []
+            found.extend(self._nodes[n][1] for n in reversed(walked))
+            self._texts[head] = found
+        return found
 
     def messages(self, head: str) -> list[Any]:
         """The decoded items of the chain ending at `head` (a missing node is a `KeyError`)."""
@@ -318,24 +345,31 @@ class Histories:
         """`attrs` with every history marker replaced by the history it stands for."""
         if not isinstance(attrs, dict) or not any(_is_marker(v) for v in attrs.values()):
             return attrs
-        out: dict[str, Any] = {}
+        out = Joined()
+        out.groups = {}
         for key, value in attrs.items():
             marker = value[MARK] if _is_marker(value) else None
             if marker is None or marker.get("head") not in self._nodes:  # a value that only looks like one
                 out[key] = value
                 continue
-            items = self.messages(marker["head"])
             if marker.get("flat"):
+                items = self.messages(marker["head"])
                 for i, fields in enumerate(items):
                     for rest, v in fields.items():
                         out[f"{key}{i}.{rest}"] = v
+                out.groups[key] = items
                 continue
-            restored: Any = list(items)  # callers may change what they get; the chain is shared
+            restored: Any
+            if marker["s"]:  # JSON text: the nodes' JSON joined, as dumping the parsed items would write it
+                restored = orjson.Fragment(b"[" + b",".join(self.texts(marker["head"])) + b"]")
+            else:
+                restored = list(self.messages(marker["head"]))  # callers may change it; the chain is shared
             if "rest" in marker:
                 pairs = list(marker["rest"].items())
                 pairs.insert(marker["at"], ("messages", restored))
                 restored = dict(pairs)
             out[key] = orjson.dumps(restored).decode() if marker["s"] else restored
+        out.size = len(out)
         return out
 
 
