@@ -22,6 +22,7 @@ from tracing_eval.assemble import thread_from_traces, trace_part
 from tracing_eval.conventions.values import indexed
 from tracing_eval.delivery import Anchor, Anchors, anchor, result_payload
 from tracing_eval.model import MetricResult, Scope, Span
+from tracing_eval.store import history
 from tracing_eval.store.base import Outgoing
 from tracing_eval.store.history import Chains, Histories, Nodes, read_span, span_record
 
@@ -127,3 +128,42 @@ def test_json_histories_read_back_as_their_compact_json(attrs: dict[str, Any]) -
             assert read.attributes[key] in (expected, value)
     for prefix in ("llm.input_messages.", "gen_ai.prompt."):
         assert indexed(read.attributes, prefix) == indexed(dict(read.attributes), prefix)
+
+
+def _request(n: int, *, tags: int = 0, spacing: tuple[str, str] = (", ", ": ")) -> str:
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} of a chat"} for i in range(n)]
+    if tags:  # a list inside the last message
+        messages[-1] = {**messages[-1], "tags": [{"t": j} for j in range(tags)]}
+    return json.dumps({"model": "m", "messages": messages, "temperature": 0.2}, separators=spacing)
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        [_request(n) for n in range(1, 7)],  # a conversation that grows
+        [_request(1, tags=1), _request(1, tags=2), _request(1, tags=3), _request(2)],  # a list in the last message grows
+        [_request(1), _request(2), _request(3, spacing=(",", ":")), _request(4), _request(4)],  # respaced, resent
+        [_request(3), _request(2), _request(3), _request(5)],  # shrinks, then grows again
+    ],
+)
+def test_a_request_object_that_grows_stores_what_a_fresh_split_stores(texts: list[str]) -> None:
+    chains, nodes = Chains(), {}
+    for i, text in enumerate(texts):
+        span = _span(f"{i + 1:032x}", "c" * 16, i, {"input.value": text})
+        fresh: Nodes = {}
+        assert span_record(span, nodes, chains, "otlp:c") == span_record(span, fresh, Chains(), "otlp:c")
+        read = read_span(span_record(span, {}, Chains(), "otlp:c"), Histories({**nodes, **fresh}))
+        assert orjson.loads(read.attributes["input.value"]) == json.loads(text)
+
+
+def test_a_growing_request_object_is_parsed_only_where_it_grew(monkeypatch: pytest.MonkeyPatch) -> None:
+    chains, nodes = Chains(), {}
+    parsed: list[int] = []
+    loads = orjson.loads
+    monkeypatch.setattr(history.orjson, "loads", lambda text: parsed.append(len(text)) or loads(text))
+    texts = [_request(n) for n in range(1, 8)]
+    for i, text in enumerate(texts):
+        span_record(_span(f"{i + 1:032x}", "c" * 16, i, {"input.value": text}), nodes, chains, "otlp:c")
+    # the first two whole (the second shows where `messages` closes), then only what was appended
+    assert parsed[0] == len(texts[0]) and len(texts[1]) in parsed
+    assert all(size < len(texts[1]) for size in parsed[parsed.index(len(texts[1])) + 2 :])
