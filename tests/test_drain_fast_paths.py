@@ -141,7 +141,12 @@ def _request(n: int, *, tags: int = 0, spacing: tuple[str, str] = (", ", ": ")) 
     "texts",
     [
         [_request(n) for n in range(1, 7)],  # a conversation that grows
-        [_request(1, tags=1), _request(1, tags=2), _request(1, tags=3), _request(2)],  # a list in the last message grows
+        [
+            _request(1, tags=1),
+            _request(1, tags=2),
+            _request(1, tags=3),
+            _request(2),
+        ],  # a list in the last message grows
         [_request(1), _request(2), _request(3, spacing=(",", ":")), _request(4), _request(4)],  # respaced, resent
         [_request(3), _request(2), _request(3), _request(5)],  # shrinks, then grows again
     ],

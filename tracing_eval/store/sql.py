@@ -419,7 +419,7 @@ class SqlStore:
             cur = starts.get(s.trace_id)
             if cur is None or (s.start_ns and (not cur or s.start_ns < cur)):
                 starts[s.trace_id] = s.start_ns
-        trace_rows: list[dict[str, Any]] = []
+        trace_rows: list[tuple[Any, ...]] = []
         touched: dict[str, str | None] = {}
         moved: dict[str, str] = {}  # thread a trace left -> thread it joined
         for tid in starts:
