@@ -50,6 +50,10 @@ def cli(tmp_path: Path, *args: str, site: Path | None = None, **env: str) -> sub
     )
 
 
+def run_once_to_example(tmp_path: Path, site: Path | None, **env: str) -> subprocess.CompletedProcess[str]:
+    return cli(tmp_path, "run", "--once", "--source", SOURCE, "--sink", "example", site=site, **env)
+
+
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     install(tmp_path / "site")
@@ -58,17 +62,7 @@ def site(tmp_path: Path) -> Path:
 
 def test_run_once_delivers_every_result_to_a_sink_from_another_package(tmp_path: Path, site: Path) -> None:
     out = tmp_path / "delivered.jsonl"
-    run = cli(
-        tmp_path,
-        "run",
-        "--once",
-        "--source",
-        SOURCE,
-        "--sink",
-        "example",
-        site=site,
-        TRACING_EVAL_SINKS__EXAMPLE__PATH=str(out),
-    )
+    run = run_once_to_example(tmp_path, site, TRACING_EVAL_SINKS__EXAMPLE__PATH=str(out))
     assert run.returncode == 0, run.stderr
     stored = [json.loads(line) for line in cli(tmp_path, "results", "--format", "jsonl").stdout.splitlines()]
     expected = sum(len(r["metrics"]) + sum(len(t["metrics"]) for t in r["turns"]) for r in stored)
@@ -93,22 +87,33 @@ def test_the_package_s_sink_and_settings_section_appear_where_the_built_in_ones_
     )
     assert doc.returncode == 0, doc.stderr
     assert "## `[sinks.example]`" in doc.stdout and "`TRACING_EVAL_SINKS__EXAMPLE__PATH`" in doc.stdout
-    bad = cli(
-        tmp_path,
-        "run",
-        "--once",
-        "--source",
-        SOURCE,
-        "--sink",
-        "example",
-        site=site,
-        TRACING_EVAL_SINKS__EXAMPLE__FILE="x.jsonl",  # the key is `path`
-    )
+    bad = run_once_to_example(tmp_path, site, TRACING_EVAL_SINKS__EXAMPLE__FILE="x.jsonl")  # the key is `path`
     assert bad.returncode == 2
     assert "sinks.example.file: unknown key" in bad.stderr and "TRACING_EVAL_SINKS__EXAMPLE__FILE" in bad.stderr
 
 
 def test_without_the_package_the_sink_is_unknown_and_the_error_lists_the_known_ones(tmp_path: Path) -> None:
-    run = cli(tmp_path, "run", "--once", "--source", SOURCE, "--sink", "example")
+    run = run_once_to_example(tmp_path, None)
     assert run.returncode == 2
     assert "unknown or unavailable sink(s) example; available: local, langfuse, otlp, webhook" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("group", "value"), [("tracing_eval.sinks", "broken_mod:SINK"), ("tracing_eval.metrics", "broken_mod")]
+)
+def test_an_entry_point_that_cannot_be_imported_is_one_line_naming_it(tmp_path: Path, group: str, value: str) -> None:
+    """A package whose module fails to import: the command names the entry point and why, exit 2."""
+    site = tmp_path / "site"
+    info = site / "broken_pkg-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-pkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\nbroken = {value}\n")
+    (site / "broken_mod.py").write_text("import a_module_that_is_not_installed\n")
+    run = cli(tmp_path, "run", "--once", "--source", SOURCE, site=site)
+    assert run.returncode == 2, run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert (
+        f"entry point broken = {value} of {group} cannot be loaded: No module named 'a_module_that_is_not_installed'"
+        in line
+        and "Traceback" not in run.stderr
+    )

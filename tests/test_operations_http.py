@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from structlog.testing import capture_logs
 
 from tests.conftest import BACKENDS, EXAMPLES
 from tests.support.fakes.openai_server import FakeOpenAIServer, Reply, ScriptedHandler
@@ -41,6 +42,7 @@ from tracing_eval.metrics.judged.base import JudgeError
 from tracing_eval.model import Scope, Span
 from tracing_eval.pipeline import TickStats
 from tracing_eval.sinks import BaseSink
+from tracing_eval.sources import PullSource, SourceStore
 from tracing_eval.store import schema
 from tracing_eval.store.base import IngestBatch, Outgoing, Readiness
 from tracing_eval.store.sql import SqlStore
@@ -458,6 +460,61 @@ async def test_deliveries_go_out_while_a_tick_is_stuck_in_evaluation(
         await asyncio.wait_for(running, LIVENESS_DEADLINE)
         await pipeline.close()
         await store.close()
+
+
+async def test_a_worker_run_closes_every_source_once_even_when_a_sink_fails_to_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker stops the sources and gives back its leases; whoever opened the pipeline closes
+    sources and sinks once, and one part that fails to close does not leave the others open."""
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(
+        None,
+        store={"url": f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"},
+        schedule={"tick_seconds": 0.2},
+        http={"address": f"127.0.0.1:{free_port()}"},
+    )
+    store = build_store(settings)
+    await store.open()
+    events: list[str] = []
+
+    class Counted(PullSource):
+        name = "counted"
+
+        async def pull(self, store: SourceStore, now: float) -> int:
+            events.append("pull")
+            return 0
+
+        async def stop(self, drain_seconds: float) -> None:
+            events.append("stop")
+
+        async def aclose(self) -> None:
+            events.append("close")
+
+    class Stuck(BaseSink):
+        name = "stuck"
+
+        async def aclose(self) -> None:
+            raise OSError("connection reset while closing")
+
+    pipeline = build_pipeline(settings, store, [], ["local"], complete=False)
+    pipeline.sources, pipeline.sinks = [Counted()], [Stuck()]
+    worker = Worker(settings, pipeline)
+    running = asyncio.create_task(worker.run())
+    try:
+        deadline = time.monotonic() + LIVENESS_DEADLINE
+        while "pull" not in events:
+            assert time.monotonic() < deadline and not running.done(), "the source was never pulled"
+            await asyncio.sleep(0.05)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, LIVENESS_DEADLINE)
+    assert "stop" in events and "close" not in events
+    with capture_logs() as logged:
+        await pipeline.close()
+    await store.close()
+    assert events.count("close") == 1
+    assert [(e["event"], e["part"]) for e in logged if e["log_level"] == "warning"] == [("closing failed", "Stuck")]
 
 
 # -- the parts on their own ----------------------------------------------------------------------------

@@ -140,11 +140,14 @@ class Pipeline:
         await asyncio.gather(*(one(c) for c in claims))
 
     async def close(self) -> None:
-        """Close the connections of sources, sinks and the judge."""
-        for sink in self.sinks:
-            await sink.aclose()
-        for source in self.sources:
-            await source.aclose()
+        """Close the connections of sinks, sources and the judge, each once; one that fails to close
+        is logged and the others are still closed."""
+        parts: list[Sink | Source] = [*self.sinks, *self.sources]
+        for part in parts:
+            try:
+                await part.aclose()
+            except Exception as exc:
+                log.warning("closing failed", part=type(part).__name__, error=f"{type(exc).__name__}: {exc}")
         if self.judge is not None:
             await self.judge.close()
 

@@ -222,8 +222,8 @@ class Worker:
     async def _shut_down(self, server: uvicorn.Server, server_task: asyncio.Task[None], drain: float) -> None:
         """Within `drain` seconds: stop the HTTP server and the sources (requests in progress may
         finish; a body still arriving is cut off), finish the tick and flush the outbox, side by side;
-        then close the sources and give back the leases (RELEASE_TIMEOUT_SECONDS more at most).
-        Nothing waits past that."""
+        then give back the leases (RELEASE_TIMEOUT_SECONDS more at most). Nothing waits past that;
+        whoever opened the pipeline closes its sources and sinks (`Pipeline.close`)."""
         server.should_exit = True
         stopping = [server_task, asyncio.create_task(self._finish(drain))]
         stopping += [asyncio.create_task(source.stop(drain)) for source in self.pipeline.sources]
@@ -233,9 +233,6 @@ class Worker:
         await asyncio.gather(*stopping, return_exceptions=True)
         if late:
             log.warning("drain deadline passed; cut off what was still running", tasks=len(late))
-        for source in self.pipeline.sources:
-            with contextlib.suppress(Exception):  # closing is best effort; the leases matter more
-                await source.aclose()
         await self._release_leases()
 
     async def _finish(self, seconds: float) -> None:

@@ -15,6 +15,8 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
+from tracing_eval.settings_base import ConfigError
+
 if TYPE_CHECKING:
     from tracing_eval.metrics.base import MetricBase
 
@@ -23,7 +25,7 @@ GROUP = "tracing_eval.metrics"
 _REGISTERED: dict[str, type[MetricBase]] = {}
 
 
-class RegistryError(Exception):
+class RegistryError(ConfigError):
     """A metric cannot be registered or loaded; the message names the metric and where it comes from."""
 
 
@@ -51,7 +53,7 @@ def _load() -> None:
         try:
             ep.load()
         except Exception as exc:
-            raise RegistryError(f"entry point {ep.name!r} = {ep.value!r} ({GROUP}) does not load: {exc}") from exc
+            raise RegistryError(f"entry point {ep.name} = {ep.value} of {GROUP} cannot be loaded: {exc}") from exc
 
 
 def metric_classes() -> dict[str, type[MetricBase]]:

@@ -53,8 +53,6 @@ class Completeness(QuestionMetric):
 
     name = "completeness"
     version = "2"
-    tier = "judge"
-    scopes = ("thread",)
     description = "Share of the user's intentions that the conversation fulfilled (withdrawn ones excluded)."
 
     def question(self, thread: Thread, ctx: JudgeContext) -> Question[CompletenessAnswer] | list[MetricResult]:

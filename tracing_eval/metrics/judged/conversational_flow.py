@@ -66,8 +66,6 @@ class ConversationalFlow(VerdictMetric):
 
     name = "conversational_flow"
     version = "2"
-    tier = "judge"
-    scopes = ("thread",)
     default_threshold = 0.7
     description = "The conversation flows: user signals followed, coherent, no needless detours (judge, V5+)."
     scale = V5_PLUS

@@ -74,8 +74,6 @@ class FailureRate(VerdictMetric):
 
     name = "failure_rate"
     version = "2"
-    tier = "judge"
-    scopes = ("thread",)
     default_threshold = 0.7
     description = "Hallucinates, stalls, or admits not knowing and offers an alternative (judge, FR6)."
     scale = FR6

@@ -100,8 +100,6 @@ class KnowledgeRetention(QuestionMetric):
 
     name = "knowledge_retention"
     version = "2"
-    tier = "judge"
-    scopes = ("thread",)
     description = "Share of assistant replies depending on the user's facts that neither forget nor contradict them."
 
     def question(self, thread: Thread, ctx: JudgeContext) -> Question[RetentionAnswer] | list[MetricResult]:

@@ -60,6 +60,9 @@ async def ask_question(question: Question[Any], thread: Thread, ctx: JudgeContex
 class QuestionMetric(MetricBase):
     """A thread metric that is one question about the transcript (`question`), or settled without one."""
 
+    tier = "judge"
+    scopes = ("thread",)
+
     def question(self, thread: Thread, ctx: JudgeContext) -> Question[Any] | list[MetricResult]:
         """The question to ask, or the results when no call is needed (not applicable, skipped)."""
         raise NotImplementedError

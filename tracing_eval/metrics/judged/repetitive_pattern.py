@@ -167,8 +167,6 @@ class RepetitivePattern(VerdictMetric):
 
     name = "repetitive_pattern"
     version = "3"
-    tier = "judge"
-    scopes = ("thread",)
     default_threshold = 0.7
     description = "The assistant repeats phrases, answers or tool calls without progress (judge, V5−)."
     scale = V5_MINUS

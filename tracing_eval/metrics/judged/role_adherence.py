@@ -62,8 +62,6 @@ class RoleAdherence(QuestionMetric):
 
     name = "role_adherence"
     version = "2"
-    tier = "judge"
-    scopes = ("thread",)
     description = "Share of assistant replies that stay within the role (config `role`, else the system prompt)."
 
     def question(self, thread: Thread, ctx: JudgeContext) -> Question[RoleAnswer] | list[MetricResult]:
