@@ -14,7 +14,7 @@ thread's work is counted too) is summed by wrapping the store's and the engine's
 - metrics: `evaluate.evaluate_all`;
 - record: `SqlStore.record_many` (results, outbox rows, stored turns; one transaction per batch);
 - claim: `SqlStore.claim`;
-- deliver (with `--sink otlp`): `Pipeline.deliver`, the outbox taken, every result sent as an evaluation
+- deliver (with a sink; of which taking the rows, renewing their leases, marking them done): `Pipeline.deliver`, the outbox taken, every result sent as an evaluation
   event by the OTLP sink to an endpoint in a child process (its CPU is not counted), rows marked done;
   with `--sink langfuse`: every `ok` result written as a score by the Langfuse sink to the fake
   Langfuse server of the tests (`tests/support/fakes/langfuse_server.py`, v4) in a child process.
@@ -116,6 +116,14 @@ async def run(args: argparse.Namespace) -> None:
             lf = LangfuseSettings(base_url=base_url, public_key="pk-lf-test", secret_key="sk-lf-test")
             sinks = [LangfuseSink(lf)]
             pipeline.Pipeline.deliver = timed("deliver", pipeline.Pipeline.deliver)
+        if sinks:  # parts of `deliver`, listed under it
+            for name, stage in (
+                ("pending_outbox", "  of which take rows"),
+                ("renew_outbox", "  of which renew leases"),
+                ("renew_outbox_many", "  of which renew leases"),
+                ("outbox_done", "  of which mark done"),
+            ):
+                setattr(SqlStore, name, timed(stage, getattr(SqlStore, name)))
         p = pipeline.Pipeline(
             store=store, settings=settings, metrics=build_metrics(settings), owner="profile", sinks=sinks
         )
@@ -140,7 +148,11 @@ async def run(args: argparse.Namespace) -> None:
             what = "events received by the endpoint" if args.sink == "otlp" else "scores in the fake Langfuse"
             print(f"outbox left: {backlog}; {what}: {records.strip()}")
     n = stats.threads_evaluated
-    rows = [[name, f"{spent * 1000 / n:.2f}", f"{spent / cpu:.0%}"] for name, spent in SPENT.items()]
+    order = [k for k in SPENT if not k.startswith(" ")]
+    if "deliver" in order:  # its parts right under it
+        at = order.index("deliver") + 1
+        order[at:at] = [k for k in SPENT if k.startswith(" ")]
+    rows = [[name, f"{SPENT[name] * 1000 / n:.2f}", f"{SPENT[name] / cpu:.0%}"] for name in order]
     rows.append(["total CPU", f"{cpu * 1000 / n:.2f}", "100%"])
     print(f"{n} threads of {args.turns} turns: {n / wall:.1f} threads/s wall, {n / cpu:.1f} threads per CPU second")
     print(table(["stage", "CPU ms per thread", "share"], rows))

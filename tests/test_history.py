@@ -179,11 +179,23 @@ def grown_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
         if msgs and draw(st.booleans()):
             at = draw(st.integers(0, len(msgs) - 1))
             msgs[at] = {**msgs[at], draw(st.sampled_from(["content", "extra"])): draw(flat_values)}
+        if draw(st.booleans()):  # a list inside the last message grows, not the history
+            msgs[-1] = {**msgs[-1], "parts": [*msgs[-1].get("parts", []), {"t": draw(flat_values)}]}
         separators = draw(st.sampled_from([(",", ":"), (", ", ": "), (" , ", ":")]))
         text = json.dumps(msgs, separators=separators)
         if draw(st.booleans()):
             text = text + draw(st.sampled_from(["", " ", "\n"]))
-        attrs: dict[str, Any] = {"gen_ai.input.messages": text, "input.value": json.dumps({"messages": msgs})}
+        request = draw(  # a chat request: messages among other members, before or after them
+            st.sampled_from(
+                [
+                    {"messages": msgs},
+                    {"model": "m", "messages": msgs, "temperature": draw(flat_values)},
+                    {"model": "m", "messages": msgs, "tools": [{"n": draw(flat_values)}]},
+                ]
+            )
+        )
+        request_text = json.dumps(request, separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
+        attrs: dict[str, Any] = {"gen_ai.input.messages": text, "input.value": request_text}
         attrs.update(flat("llm.input_messages.", msgs))
         out.append(attrs)
     return out

@@ -34,7 +34,7 @@ from tests.support.results import score_result
 from tests.test_judge import TRANSCRIPT, answer, ask, verdict
 from tests.test_sidecar import LIVENESS_DEADLINE, free_port
 from tracing_eval.app import build_pipeline, build_store
-from tracing_eval.config import JudgeSettings, load_settings
+from tracing_eval.config import JudgeSettings, Settings, load_settings
 from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 from tracing_eval.delivery import Delivery, ResultDelivery
 from tracing_eval.judge import JudgeClient
@@ -356,6 +356,16 @@ def test_judge_calls_tokens_and_cost_match_what_the_endpoint_served(tmp_path: Pa
 # -- the store goes away (in process: the test breaks the store under a running worker) --------------
 
 
+def worker_settings(store: Path, port: int | None = None) -> Settings:
+    """Settings of a worker on a SQLite file, ticking every 0.2 s, its HTTP server on a free port."""
+    return load_settings(
+        None,
+        store={"url": f"sqlite+aiosqlite:///{store}"},
+        schedule={"tick_seconds": 0.2},
+        http={"address": f"127.0.0.1:{port or free_port()}"},
+    )
+
+
 async def test_readyz_is_503_and_metrics_still_answer_when_the_store_is_gone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -363,12 +373,7 @@ async def test_readyz_is_503_and_metrics_still_answer_when_the_store_is_gone(
     folder = tmp_path / "db"
     folder.mkdir()
     port = free_port()
-    settings = load_settings(
-        None,
-        store={"url": f"sqlite+aiosqlite:///{folder / 'store.db'}"},
-        schedule={"tick_seconds": 0.2},
-        http={"address": f"127.0.0.1:{port}"},
-    )
+    settings = worker_settings(folder / "store.db", port)
     store = build_store(settings)
     await store.open()
     telemetry = Telemetry()
@@ -411,12 +416,7 @@ async def test_deliveries_go_out_while_a_tick_is_stuck_in_evaluation(
 ) -> None:
     """The worker delivers on a schedule of its own: a slow evaluation does not hold up the outbox."""
     monkeypatch.chdir(tmp_path)
-    settings = load_settings(
-        None,
-        store={"url": f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"},
-        schedule={"tick_seconds": 0.2},
-        http={"address": f"127.0.0.1:{free_port()}"},
-    )
+    settings = worker_settings(tmp_path / "store.db")
     store = build_store(settings)
     await store.open()
     await store.ingest(IngestBatch(spans=[Span(trace_id="a" * 32, span_id="b" * 16, name="chat", start_ns=1)]), 0.0)
@@ -468,12 +468,7 @@ async def test_a_worker_run_closes_every_source_once_even_when_a_sink_fails_to_c
     """The worker stops the sources and gives back its leases; whoever opened the pipeline closes
     sources and sinks once, and one part that fails to close does not leave the others open."""
     monkeypatch.chdir(tmp_path)
-    settings = load_settings(
-        None,
-        store={"url": f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"},
-        schedule={"tick_seconds": 0.2},
-        http={"address": f"127.0.0.1:{free_port()}"},
-    )
+    settings = worker_settings(tmp_path / "store.db")
     store = build_store(settings)
     await store.open()
     events: list[str] = []

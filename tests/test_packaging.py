@@ -58,10 +58,11 @@ def owners() -> dict[Path, set[str]]:
     """Installed file, and every folder above it, -> the distributions that installed files there."""
     out: dict[Path, set[str]] = {}
     for dist in distributions():
+        owner = name(dist.metadata["Name"])  # parsed from METADATA on every access: read it once
         for f in dist.files or ():
             path = Path(str(dist.locate_file(f))).resolve()
             for place in (path, *path.parents[:3]):
-                out.setdefault(place, set()).add(name(dist.metadata["Name"]))
+                out.setdefault(place, set()).add(owner)
     return out
 
 

@@ -16,7 +16,7 @@ from tracing_eval.model import MetricResult, Scope, Span, SpanEvent
 from tracing_eval.sinks import BaseSink, deliver_outbox
 from tracing_eval.store import schema
 from tracing_eval.store.base import Evaluated, IngestBatch, Mode, Outgoing, Readiness, ReviewRequest
-from tracing_eval.store.sql import SqlStore, StoreError
+from tracing_eval.store.sql import OUTBOX_LEASE_SECONDS, SqlStore, StoreError
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)  # every test on SQLite and PostgreSQL
 
@@ -206,6 +206,36 @@ async def test_one_delivery_round_takes_every_due_row_in_batches_until_a_sink_fa
     down = FlakySink(failures=1)  # fails the first row of the first batch: no second batch this round
     stats = await deliver_outbox(store, [down], T0 + 902, max_attempts=5, limit=5)
     assert (stats.delivered, stats.retried, await store.outbox_backlog()) == (4, 1, 8)
+
+
+async def test_rows_delivered_one_by_one_are_marked_done_once_per_take_and_a_crash_loses_none(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.ingest(batch(span("a", "1"), conv="c"), T0)
+    [c] = await store.claim("w", T0 + 400, READY, 10, 30)
+    await store.record(c, [Outgoing(f"r{i}", f"trace:{i}", result()) for i in range(25)], None, ["hook"], T0 + 401)
+    marks: list[int] = []
+    mark_done = store.outbox_done
+
+    async def crashing(row_ids: Any, now: float) -> None:
+        marks.append(len(row_ids))
+        if len(marks) == 2:  # the process dies after the second take went out, before it was marked
+            raise RuntimeError("crash")
+        await mark_done(row_ids, now)
+
+    monkeypatch.setattr(store, "outbox_done", crashing)
+    sink = FlakySink(failures=0)
+    with pytest.raises(RuntimeError, match="crash"):
+        await deliver_outbox(store, [sink], T0 + 402, max_attempts=5)
+    assert marks == [10, 10] and len(sink.received) == 20  # one transaction per take of ten rows
+    assert await store.outbox_backlog() == 15  # the second take's ten rows were not marked: still owed
+    monkeypatch.undo()
+    later = T0 + 402 + 2 * OUTBOX_LEASE_SECONDS  # on PostgreSQL the dead replica's lease has run out
+    stats = await deliver_outbox(store, [sink], later, max_attempts=5)
+    assert (stats.delivered, await store.outbox_backlog()) == (15, 0)
+    ids = [d.result_id for d in sink.received if isinstance(d, ResultDelivery)]
+    assert sorted(set(ids)) == sorted(f"r{i}" for i in range(25))  # none lost
+    assert len(ids) == 35  # the ten delivered but not marked went again (sinks write them idempotently)
 
 
 async def test_release_with_give_up_parks_the_thread(store: SqlStore) -> None:

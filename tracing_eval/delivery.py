@@ -174,6 +174,47 @@ def anchor(thread: Thread, turn_index: int | None, traces: Sequence[TracePart] =
     )
 
 
+class Anchors:
+    """`anchor` for the results of one evaluated thread, each turn's built once: a thread's results
+    share a few anchors (one per turn and one for the thread)."""
+
+    def __init__(self, thread: Thread, traces: Sequence[TracePart] = ()) -> None:
+        self.thread = thread
+        self.traces = traces
+        self._by_turn: dict[int | None, Anchor] = {}
+
+    def of(self, turn_index: int | None) -> Anchor:
+        found = self._by_turn.get(turn_index)
+        if found is None:
+            found = self._by_turn[turn_index] = anchor(self.thread, turn_index, self.traces)
+        return found
+
+
+def result_payload(
+    result_id: str,
+    thread_key: str,
+    thread_version: int,
+    target: str,
+    anchor_json: bytes,
+    result_json: bytes,
+) -> bytes:
+    """The outbox payload of a result (`ResultDelivery.payload`, byte for byte) from its parts
+    already serialised: `anchor_json` (the anchor's JSON) and `result_json` (the result's), without
+    building the delivery model. The store writes one per result it records."""
+    return orjson.dumps(
+        {
+            "format": FORMAT,
+            "thread_key": thread_key,
+            "result_id": result_id,
+            "thread_version": thread_version,
+            "target": target,
+            "session_id": session_of(thread_key),
+            "anchor": orjson.Fragment(anchor_json),
+            "result": orjson.Fragment(result_json),
+        }
+    )
+
+
 def turn_index(thread: Thread, target: str) -> int | None:
     """The turn a result's target names (`trace:<id>` or `turn:<n>`); None for `thread`."""
     if target.startswith("trace:"):

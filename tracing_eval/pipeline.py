@@ -11,7 +11,7 @@ import structlog
 
 from tracing_eval.assemble import TracePart, parts_from_stored, thread_from_parts
 from tracing_eval.config import Settings
-from tracing_eval.delivery import KINDS, anchor
+from tracing_eval.delivery import KINDS, Anchors, anchor
 from tracing_eval.evaluate import evaluate_all
 from tracing_eval.judge import JudgeClient, ThreadJudge
 from tracing_eval.metrics.catalogue import MetricSet
@@ -239,7 +239,8 @@ class Pipeline:
                 await evaluate_all(thread, self.metrics, judge, reuse, turns_only=turns_only) if thread.turns else []
             )
             review = self._review(thread, results, traces) if claim.mode is Mode.THREAD else None
-            outgoing = [outgoing_result(thread, r, traces) for r in results]
+            anchors = Anchors(thread, traces)
+            outgoing = [outgoing_result(thread, r, traces, anchors) for r in results]
         except Exception as exc:  # keep every other thread going; retry this one later
             await self._failed([claim], exc, stats)
             return None
@@ -313,11 +314,15 @@ class Pipeline:
         return self.judge.for_thread(thread_key) if self.judge else None
 
 
-def outgoing_result(thread: Thread, r: MetricResult, traces: list[TracePart]) -> Outgoing:
+def outgoing_result(
+    thread: Thread, r: MetricResult, traces: list[TracePart], anchors: Anchors | None = None
+) -> Outgoing:
     """A result of `thread` ready to be recorded: its deterministic id, target and anchor (from the
-    thread's traces as assembled for this evaluation). `Outgoing.delivery` makes it what sinks get."""
+    thread's traces as assembled for this evaluation; `anchors`: those of this thread built so far).
+    `Outgoing.delivery` makes it what sinks get."""
     target = r.target(thread)
-    return Outgoing(result_id(thread.key, target, r.metric), target, r, anchor(thread, r.turn_index, traces))
+    where = (anchors or Anchors(thread, traces)).of(r.turn_index)
+    return Outgoing(result_id(thread.key, target, r.metric), target, r, where)
 
 
 class CountingStore:

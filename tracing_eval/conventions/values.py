@@ -137,7 +137,12 @@ def _is_text_block(value: Any) -> bool:
 
 
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
-    """Group flattened `<prefix>N.<rest>` attributes by N, in index order: `[{rest: value}, ...]`."""
+    """Group flattened `<prefix>N.<rest>` attributes by N, in index order: `[{rest: value}, ...]`.
+    Attributes read back from the store keep their flattened histories grouped (`history.Joined`):
+    those groups are taken as they are."""
+    groups_of = getattr(attrs, "groups", None)
+    if groups_of is not None and prefix in groups_of and len(attrs) == getattr(attrs, "size", -1):
+        return [{rest: value for rest, value in fields.items() if rest} for fields in groups_of[prefix]]
     try:
         keys = list(filter(methodcaller("startswith", prefix), attrs))  # the filter runs in C
     except (AttributeError, TypeError):  # a key that is not a string

@@ -25,7 +25,7 @@ import hashlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from operator import methodcaller
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -80,7 +80,8 @@ class Chains:
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
         self.held = 0
-        self._last: dict[tuple[str, str], tuple[list[bytes], list[str], int, Any]] = {}
+        #: slot -> (items, node ids, bytes held, source, bytes of the items)
+        self._last: dict[tuple[str, str], tuple[list[bytes], list[str], int, Any, int]] = {}
 
     def source(self, slot: tuple[str, str]) -> Any:
         """What the last chain of `slot` was made from, with its items, or None."""
@@ -89,21 +90,23 @@ class Chains:
 
     def add(self, slot: tuple[str, str], items: list[bytes], nodes: Nodes, source: Any = None) -> str:
         """Add the chain of `items` to `nodes`; returns the id of its last node."""
-        last_items, last_ids, last_size, _ = self._last.pop(slot, ([], [], 0, None))
+        last_items, last_ids, last_size, _, last_bytes = self._last.pop(slot, ([], [], 0, None, 0))
         self.held -= last_size
         same = min(len(items), len(last_items))  # the shared leading items (list equality runs in C)
         if items[:same] != last_items[:same]:
             same = next(i for i, (a, b) in enumerate(zip(items, last_items, strict=False)) if a != b)
         kept = last_items[:same]
         ids = last_ids[:same]
+        kept_bytes = last_bytes if same == len(last_items) else sum(map(len, kept))
         parent: str | None = ids[-1] if ids else None
         for data in items[same:]:
             parent = node_id(parent, data)
             kept.append(bytes(memoryview(data)))  # an exact-size copy to keep (orjson's output may not be)
             ids.append(parent)
+            kept_bytes += len(data)
         nodes.update(zip(ids, zip([None, *ids[:-1]], kept, strict=True), strict=True))
-        size = sum(map(len, kept)) + 100 * len(ids) + _size_of(source)
-        self._last[slot] = (kept, ids, size, source)
+        size = kept_bytes + 100 * len(ids) + _size_of(source, kept_bytes)
+        self._last[slot] = (kept, ids, size, source, kept_bytes)
         self.held += size
         while self.held > self.max_bytes and self._last:
             self.held -= self._last.pop(next(iter(self._last)))[2]
@@ -111,15 +114,29 @@ class Chains:
         return parent
 
 
-def _size_of(source: Any) -> int:
+def _size_of(source: Any, items_bytes: int) -> int:
     """About how many bytes a chain's source holds: a JSON text, or the keys and values of a
-    flattened history (string objects cost about 50 bytes besides their characters)."""
+    flattened history (string objects cost about 50 bytes besides their characters; the values
+    count as much as the chain's `items_bytes`, the JSON of the messages they make)."""
     if source is None:
         return 0
     if type(source) is str:
         return len(source) + 50
-    keys, values, _ = source
-    return sum(map(len, keys)) + sum(len(v) for v in values if type(v) is str) + 100 * len(keys)
+    if type(source) is ObjectText:
+        return len(source.text) + 50
+    keys = source[0]
+    return sum(map(len, keys)) + items_bytes + 100 * len(keys)
+
+
+class ObjectText(NamedTuple):
+    """A JSON object text with a `messages` list, kept with its chain: where that list's closing
+    bracket is in `text` (None until the next text of the slot showed it, see `_object_close`), and
+    the marker's `at` and `rest` (where `messages` is among the keys, and the other members)."""
+
+    text: str
+    close: int | None
+    at: int
+    rest: dict[str, Any]
 
 
 def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str]) -> dict[str, Any] | None:
@@ -131,6 +148,10 @@ def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str
         grown = _grown_list(value, chains, slot)
         if grown is not None:
             return {"s": True, "head": chains.add(slot, grown, nodes, value)}
+        found = _grown_object(value, chains, slot)
+        if found is not None:
+            items, obj = found
+            return {"s": True, "at": obj.at, "rest": obj.rest, "head": chains.add(slot, items, nodes, obj)}
         text = value
         try:
             value = orjson.loads(value)
@@ -155,10 +176,83 @@ def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str
         return None
     if not as_text and sum(map(len, items)) < MIN_CHARS:
         return None
-    # a JSON list as text is kept with its chain: the next one of the slot may only add to it
-    source = text if as_text and messages is value else None
+    # a JSON text is kept with its chain: the next one of the slot may only add to it
+    source: Any = None
+    if as_text and messages is value:
+        source = text
+    elif as_text:
+        source = ObjectText(text, _object_close(text, items, marker, chains.source(slot)), marker["at"], marker["rest"])
     marker["head"] = chains.add(slot, items, nodes, source)
     return marker
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix of `a` and `b` (slices compared in C)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _object_close(text: str, items: list[bytes], marker: dict[str, Any], last: Any) -> int | None:
+    """Where the `messages` list of object text `text` (parsed: its `items` and `marker`) closes, when
+    the last text of the slot is the same object with messages appended to that list (then `text` is
+    the last one with `,<messages>` put before one `]` of it, and the parse shows which list grew:
+    only `messages`, by as many as were put in); else None."""
+    if last is None or type(last[0]) is not ObjectText:
+        return None
+    (old, _, at, rest), last_items = last
+    n = len(last_items)
+    if (
+        len(text) <= len(old)
+        or len(items) <= n
+        or items[:n] != last_items
+        or (at, rest)
+        != (
+            marker["at"],
+            marker["rest"],
+        )
+    ):
+        return None
+    cut = _common_prefix(old, text)
+    if old[cut : cut + 1] != "]" or text[cut : cut + 1] != "," or not text.endswith(old[cut:]):
+        return None
+    middle = text[cut + 1 : len(text) - (len(old) - cut)]
+    try:
+        added = [orjson.dumps(m) for m in orjson.loads("[" + middle + "]")]
+    except (orjson.JSONDecodeError, TypeError, orjson.JSONEncodeError):
+        return None
+    return cut + 1 + len(middle) if added == items[n:] else None
+
+
+def _grown_object(text: str, chains: Chains, slot: tuple[str, str]) -> tuple[list[bytes], ObjectText] | None:
+    """The items of object text `text` when it is the last object text of its slot with messages
+    appended to its `messages` list (where that list closes is known), parsing only those, with what
+    to keep for the next one; None otherwise."""
+    last = chains.source(slot)
+    if last is None or type(last[0]) is not ObjectText or last[0].close is None:
+        return None
+    obj, last_items = last
+    old, close = obj.text, obj.close
+    if text == old:
+        return list(last_items), obj
+    if len(text) <= len(old) or text[close : close + 1] != "," or not text.startswith(old[:close]):
+        return None
+    if not text.endswith(old[close:]):
+        return None
+    middle = text[close + 1 : len(text) - (len(old) - close)]
+    try:
+        added = orjson.loads("[" + middle + "]")
+        items = [orjson.dumps(m) for m in added if type(m) is dict]
+    except (orjson.JSONDecodeError, TypeError, orjson.JSONEncodeError):
+        return None
+    if not items or len(items) != len(added):
+        return None
+    return [*last_items, *items], obj._replace(text=text, close=close + 1 + len(middle))
 
 
 def _grown_list(text: str, chains: Chains, slot: tuple[str, str]) -> list[bytes] | None:
@@ -285,14 +379,41 @@ def event_record(event: SpanEvent, nodes: Nodes, chains: Chains, thread_key: str
     return orjson.dumps(_event_record(event, nodes, chains, thread_key))
 
 
+class Joined(dict[str, Any]):
+    """Attributes with their flattened histories put back, which also keep each such history as the
+    groups `conventions.values.indexed` would make of it again (`groups`: prefix -> one dict of
+    fields per message, read only), valid while the attributes keep `size` keys."""
+
+    __slots__ = ("groups", "size")
+
+    groups: dict[str, list[dict[str, Any]]]
+    size: int
+
+
 class Histories:
     """Reads histories back from the nodes of one thread (`id -> (parent, data)`), each node parsed
-    once however many spans share it."""
+    once however many spans share it; a history read back as JSON text is not parsed at all (a node
+    holds its message as the compact JSON that reading it would write again)."""
 
     def __init__(self, nodes: Mapping[str, tuple[str | None, bytes]]) -> None:
         self._nodes = nodes
         self._chains: dict[str, list[Any]] = {}  # head -> its items
         self._items: dict[str, Any] = {}  # node -> its item, parsed once
+        self._texts: dict[str, list[bytes]] = {}  # head -> its items' JSON
+
+    def texts(self, head: str) -> list[bytes]:
+        """The JSON of each item of the chain ending at `head`, as `messages` would dump them."""
+        found = self._texts.get(head)
+        if found is None:
+            walked: list[str] = []
+            node: str | None = head
+            while node is not None and node not in self._texts:
+                walked.append(node)
+                node = self._nodes[node][0]
+            found = list(self._texts[node]) if node is not None else []
+            found.extend(self._nodes[n][1] for n in reversed(walked))
+            self._texts[head] = found
+        return found
 
     def messages(self, head: str) -> list[Any]:
         """The decoded items of the chain ending at `head` (a missing node is a `KeyError`)."""
@@ -318,24 +439,31 @@ class Histories:
         """`attrs` with every history marker replaced by the history it stands for."""
         if not isinstance(attrs, dict) or not any(_is_marker(v) for v in attrs.values()):
             return attrs
-        out: dict[str, Any] = {}
+        out = Joined()
+        out.groups = {}
         for key, value in attrs.items():
             marker = value[MARK] if _is_marker(value) else None
             if marker is None or marker.get("head") not in self._nodes:  # a value that only looks like one
                 out[key] = value
                 continue
-            items = self.messages(marker["head"])
             if marker.get("flat"):
+                items = self.messages(marker["head"])
                 for i, fields in enumerate(items):
                     for rest, v in fields.items():
                         out[f"{key}{i}.{rest}"] = v
+                out.groups[key] = items
                 continue
-            restored: Any = list(items)  # callers may change what they get; the chain is shared
+            restored: Any
+            if marker["s"]:  # JSON text: the nodes' JSON joined, as dumping the parsed items would write it
+                restored = orjson.Fragment(b"[" + b",".join(self.texts(marker["head"])) + b"]")
+            else:
+                restored = list(self.messages(marker["head"]))  # callers may change it; the chain is shared
             if "rest" in marker:
                 pairs = list(marker["rest"].items())
                 pairs.insert(marker["at"], ("messages", restored))
                 restored = dict(pairs)
             out[key] = orjson.dumps(restored).decode() if marker["s"] else restored
+        out.size = len(out)
         return out
 
 

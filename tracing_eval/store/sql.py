@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 import pydantic_core
-from sqlalchemy import and_, delete, event, func, literal, or_, select, update
+from sqlalchemy import and_, delete, event, func, literal, literal_column, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.util import await_only
 
 from tracing_eval.assemble import part_is_current
-from tracing_eval.delivery import FORMAT, RetractDelivery
+from tracing_eval.delivery import FORMAT, RetractDelivery, result_payload
 from tracing_eval.extras import missing_extra_message
 from tracing_eval.identity import is_sampled, thread_key
 from tracing_eval.model import MetricResult, Span, SpanEvent
@@ -52,6 +52,25 @@ _CHUNK = 500  # keeps IN (...) lists under SQLite's variable limit
 #: Columns of the ingest's bulk inserts, in the order of their rows' values.
 _SPAN_COLUMNS = ("trace_id", "span_id", "data", "received_at")
 _MESSAGE_COLUMNS = ("thread_key", "id", "parent", "data")
+_TRACE_COLUMNS = ("trace_id", "thread_key", "conversation_id", "start_ns", "last_received_at", "revision", "pruned")
+_THREAD_COLUMNS = (
+    "key",
+    "source",
+    "conversation_id",
+    "version",
+    "turns_evaluated_version",
+    "evaluated_version",
+    "first_seen_at",
+    "last_activity_at",
+    "sampled",
+    "status",
+    "attempts",
+    "next_eligible_at",
+)
+#: ... and of the bulk writes that record evaluations (every column given: no defaults to fill in).
+_RESULT_COLUMNS = ("id", "thread_key", "target", "metric", "thread_version", "digest", "data", "updated_at")
+_OUTBOX_COLUMNS = ("sink", "kind", "ref", "digest", "payload", "created_at", "attempts", "next_attempt_at", "failed")
+_TURN_COLUMNS = ("trace_id", "revision", "data")
 
 #: PostgreSQL connections per replica: each store call holds one for a single short transaction
 #: (never across a judge call), so a small pool serves judge.max_concurrency evaluations; N replicas
@@ -400,7 +419,7 @@ class SqlStore:
             cur = starts.get(s.trace_id)
             if cur is None or (s.start_ns and (not cur or s.start_ns < cur)):
                 starts[s.trace_id] = s.start_ns
-        trace_rows: list[dict[str, Any]] = []
+        trace_rows: list[tuple[Any, ...]] = []
         touched: dict[str, str | None] = {}
         moved: dict[str, str] = {}  # thread a trace left -> thread it joined
         for tid in starts:
@@ -410,78 +429,45 @@ class SqlStore:
             if old is not None and old.thread_key != key:
                 moved[old.thread_key] = key
             start = min((x for x in (starts[tid], old.start_ns if old is not None else 0) if x), default=0)
-            trace_rows.append(
-                {
-                    "trace_id": tid,
-                    "thread_key": key,
-                    "conversation_id": conv,
-                    "start_ns": start,
-                    "last_received_at": now,
-                }
-            )
+            trace_rows.append((tid, key, conv, start, now, 1, False))
             touched[key] = conv
         for tid in sorted({tid for tid, _, _ in batch.events if tid in changed} - starts.keys()):
             if tid in existing:  # events for spans stored earlier change those threads too
                 row = existing[tid]
                 touched.setdefault(row.thread_key, row.conversation_id)
-                trace_rows.append(
-                    {
-                        "trace_id": tid,
-                        "thread_key": row.thread_key,
-                        "conversation_id": row.conversation_id,
-                        "start_ns": row.start_ns,
-                        "last_received_at": now,
-                    }
-                )
+                trace_rows.append((tid, row.thread_key, row.conversation_id, row.start_ns, now, 1, False))
         if trace_rows:
-            trace_rows.sort(key=lambda r: r["trace_id"])  # one lock order across concurrent ingests
+            trace_rows.sort(key=lambda r: r[0])  # one lock order across concurrent ingests
             ins = self._insert(t.traces)
-            await conn.execute(
-                ins.on_conflict_do_update(
-                    index_elements=[t.traces.c.trace_id],
-                    set_={
-                        "thread_key": ins.excluded.thread_key,
-                        "conversation_id": ins.excluded.conversation_id,
-                        "start_ns": ins.excluded.start_ns,
-                        "last_received_at": ins.excluded.last_received_at,
-                        "revision": t.traces.c.revision + 1,
-                    },
-                ),
-                trace_rows,
+            upsert = ins.on_conflict_do_update(
+                index_elements=[t.traces.c.trace_id],
+                set_={
+                    "thread_key": ins.excluded.thread_key,
+                    "conversation_id": ins.excluded.conversation_id,
+                    "start_ns": ins.excluded.start_ns,
+                    "last_received_at": ins.excluded.last_received_at,
+                    "revision": t.traces.c.revision + literal_column("1"),  # literals: no parameter
+                },
             )
+            await self._executemany(conn, "traces", upsert, _TRACE_COLUMNS, trace_rows)
         if touched:
             rows = [
-                {
-                    "key": key,
-                    "source": batch.source,
-                    "conversation_id": conv,
-                    "version": 1,
-                    "turns_evaluated_version": 0,
-                    "evaluated_version": 0,
-                    "first_seen_at": now,
-                    "last_activity_at": now,
-                    "sampled": is_sampled(key, self.sample_rate),
-                    "status": "active",
-                    "attempts": 0,
-                    "next_eligible_at": 0.0,
-                }
+                (key, batch.source, conv, 1, 0, 0, now, now, is_sampled(key, self.sample_rate), "active", 0, 0.0)
                 for key, conv in sorted(touched.items())
             ]
             ins = self._insert(t.threads)
-            await conn.execute(
-                ins.on_conflict_do_update(
-                    index_elements=[t.threads.c.key],
-                    set_={
-                        "version": t.threads.c.version + 1,
-                        "last_activity_at": ins.excluded.last_activity_at,
-                        "conversation_id": func.coalesce(t.threads.c.conversation_id, ins.excluded.conversation_id),
-                        "status": "active",
-                        "attempts": 0,
-                        "next_eligible_at": 0.0,
-                    },
-                ),
-                rows,
+            upsert = ins.on_conflict_do_update(
+                index_elements=[t.threads.c.key],
+                set_={
+                    "version": t.threads.c.version + literal_column("1"),
+                    "last_activity_at": ins.excluded.last_activity_at,
+                    "conversation_id": func.coalesce(t.threads.c.conversation_id, ins.excluded.conversation_id),
+                    "status": literal_column("'active'"),
+                    "attempts": literal_column("0"),
+                    "next_eligible_at": literal_column("0.0"),
+                },
             )
+            await self._executemany(conn, "threads", upsert, _THREAD_COLUMNS, rows)
         for key, into in sorted(moved.items()):  # a trace joined its conversation: its histories go along
             await self._copy_nodes(conn, key, into)
             if key in touched:
@@ -717,13 +703,12 @@ class SqlStore:
         """Store the assembled part of each trace at its revision."""
         if not parts:
             return
-        rows = [{"trace_id": tid, "revision": rev, "data": data} for tid, (rev, data) in sorted(parts.items())]
+        rows = [(tid, rev, data) for tid, (rev, data) in sorted(parts.items())]
         ins = self._insert(t.turns)
         upsert = ins.on_conflict_do_update(
             index_elements=[t.turns.c.trace_id], set_={"revision": ins.excluded.revision, "data": ins.excluded.data}
         )
-        for chunk in _chunks(rows):
-            await conn.execute(upsert, list(chunk))
+        await self._executemany(conn, "turns", upsert, _TURN_COLUMNS, rows)
 
     async def _write_results(
         self, conn: AsyncConnection, recorded: list[tuple[Claim, list[Outgoing]]], sinks: list[str], now: float
@@ -736,39 +721,31 @@ class SqlStore:
         for chunk in _chunks(ids):
             res = await conn.execute(select(t.results.c.id, t.results.c.digest).where(t.results.c.id.in_(chunk)))
             known.update({r.id: r.digest for r in res})
-        rows, deliveries = [], []
+        rows: list[tuple[Any, ...]] = []
+        deliveries: list[tuple[Any, ...]] = []
+        anchors: dict[int, bytes] = {}  # a thread's results share their anchors: each serialised once
         for claim, outgoing in recorded:
             for o in outgoing:
                 data = pydantic_core.to_json(o.result)
                 digest = _digest(o.result.model_dump_json(exclude={"duration_ms"}).encode())
-                rows.append(
-                    {
-                        "id": o.id,
-                        "thread_key": claim.thread_key,
-                        "target": o.target,
-                        "metric": o.result.metric,
-                        "thread_version": claim.version,
-                        "digest": digest,
-                        "data": data,
-                        "updated_at": now,
-                    }
-                )
+                rows.append((o.id, claim.thread_key, o.target, o.result.metric, claim.version, digest, data, now))
                 if known.get(o.id) == digest or not sinks:
                     continue  # unchanged: nothing new to deliver
-                payload = o.delivery(claim.thread_key, claim.version).payload(data)
-                deliveries += [
-                    {"sink": s, "kind": "result", "ref": o.id, "digest": digest, "payload": payload, "created_at": now}
-                    for s in sinks
-                ]
+                anchor_json = anchors.get(id(o.anchor))
+                if anchor_json is None:
+                    anchor_json = anchors[id(o.anchor)] = pydantic_core.to_json(o.anchor)
+                payload = result_payload(o.id, claim.thread_key, claim.version, o.target, anchor_json, data)
+                deliveries += [(s, "result", o.id, digest, payload, now, 0, 0.0, False) for s in sinks]
         ins = self._insert(t.results)
         upsert = ins.on_conflict_do_update(
             index_elements=[t.results.c.id],
             set_={c: ins.excluded[c] for c in ("thread_version", "digest", "data", "updated_at", "target")},
         )
-        for chunk in _chunks(sorted(rows, key=lambda r: r["id"])):  # one lock order across replicas
-            await conn.execute(upsert, list(chunk))
-        for chunk in _chunks(deliveries):
-            await conn.execute(self._insert(t.outbox).on_conflict_do_nothing(), list(chunk))
+        rows.sort(key=lambda r: r[0])  # one lock order across replicas
+        await self._executemany(conn, "results", upsert, _RESULT_COLUMNS, rows)
+        if deliveries:
+            outbox = self._insert(t.outbox).on_conflict_do_nothing()
+            await self._executemany(conn, "outbox", outbox, _OUTBOX_COLUMNS, deliveries)
 
     async def _write_review(self, conn: AsyncConnection, claim: Claim, review: ReviewRequest, now: float) -> None:
         rv = t.review_items.c
