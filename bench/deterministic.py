@@ -13,6 +13,10 @@ a shared machine does not inflate; wall time is kept in the JSON.
 
     .venv/bin/python bench/deterministic.py
     .venv/bin/python bench/deterministic.py --synthetic 5000 --repeat 5 --metrics repetition,reask
+
+`--once` evaluates one warm-up thread and then `--synthetic` threads once, untimed, for an instruction
+count that load on a shared machine does not move: the difference between two sizes under
+`valgrind --tool=callgrind` is the cost of the threads in between (see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -104,7 +108,9 @@ def measure(lines: Sequence[bytes], metrics: Sequence[Any], repeat: int) -> dict
     from tracing_eval.transcripts import thread_from_json_line
 
     def parse_only() -> int:  # threads are dropped as they go, as in the parse-included pass
-        return sum(1 for i, line in enumerate(lines, 1) if thread_from_json_line(line, i))
+        for i, line in enumerate(lines, 1):
+            thread_from_json_line(line, i)
+        return len(lines)
 
     def with_parse() -> int:
         results = 0
@@ -155,6 +161,20 @@ def per_metric(lines: Sequence[bytes], metrics: Sequence[Any]) -> dict[str, floa
     return out
 
 
+def evaluate_once(metric_names: str, n: int, turns: int) -> None:
+    """One warm-up thread (imports, pattern compilation), cleared caches, then `n` threads once."""
+    from tracing_eval.config import DETERMINISTIC_PACK, Settings
+    from tracing_eval.metrics.catalogue import build_metrics
+    from tracing_eval.transcripts import thread_from_json_line
+
+    names = [m.strip() for m in metric_names.split(",") if m.strip()] or DETERMINISTIC_PACK
+    metrics = build_metrics(Settings(), names).deterministic
+    threads = [thread_from_json_line(line, i) for i, line in enumerate(synthetic_lines(n + 1, turns), 1)]
+    evaluate_all(threads[:1], metrics)
+    clear_metric_caches()
+    evaluate_all(threads[1:], metrics)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--metrics", default="", help="comma-separated metric names (default: every deterministic metric)")
@@ -163,8 +183,12 @@ def main() -> None:
     ap.add_argument("--datasets", default=",".join(FILES), help="comma-separated dataset names ('' to skip)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default="deterministic.json", help="file name under bench/out/ ('' for none)")
+    ap.add_argument("--once", action="store_true", help="evaluate the synthetic threads once, untimed (for callgrind)")
     args = ap.parse_args()
 
+    if args.once:
+        evaluate_once(args.metrics, args.synthetic, args.turns)
+        return
     core = pin(0)
     from tracing_eval.config import DETERMINISTIC_PACK, Settings
     from tracing_eval.metrics.catalogue import build_metrics

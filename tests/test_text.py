@@ -5,12 +5,19 @@ import re
 
 import pytest
 
-from tracing_eval.metrics.deterministic import refusal_loop, response_hygiene, slots, thread_stats, tool_errors
-from tracing_eval.text import Folded, script_of, split_sentences
+from tracing_eval.metrics.deterministic import (
+    friction_cues,
+    refusal_loop,
+    response_hygiene,
+    slots,
+    thread_stats,
+    tool_errors,
+)
+from tracing_eval.text import Folded, alternatives, factor_boundaries, script_of, split_sentences
 
 FOLDED = [
     value
-    for module in (refusal_loop, response_hygiene, slots, thread_stats, tool_errors)
+    for module in (friction_cues, refusal_loop, response_hygiene, slots, thread_stats, tool_errors)
     for value in vars(module).values()
     if isinstance(value, Folded)
 ] + [p for s in slots.SLOTS for p in (s.asked_as, s.other, s.asked_as_elsewhere) if p is not None]
@@ -29,6 +36,9 @@ SAMPLES = [
     "Ich kann Ihnen leider nicht helfen; das ist nicht möglich.",
     "Not found: INVALID user id, wrong date of birth.",
     "I DON'T HAVE the reservation number, it was a typo",
+    "No, that's WRONG. I already told you: THAT IS NOT what I asked, try again please!",
+    "Are you sure? Can you check it again? I want to speak to a human agent.",
+    "What is your user id? And also, which date? I'll need your ZIP code.",
     "Kelvin \u212a and long \u017f and dotless \u0131 and \u0130stanbul: not ASCII",
 ]
 
@@ -48,6 +58,24 @@ def test_folded_matches_like_the_case_insensitive_pattern(pattern: Folded) -> No
         assert [m.span() for m in pattern.finditer(text)] == want, text
         assert bool(pattern.search(text)) == bool(want), text
         assert bool(pattern.match(text)) == bool(reference.match(text)), text
+
+
+@pytest.mark.parametrize(
+    ("source", "factored"),
+    [
+        (r"\bfoo|\bbar|^baz|\bqux", r"\b(?:foo|bar)|^baz|\bqux"),
+        (r"\ba[|\]]b|\b(c|d)e|f", r"\b(?:a[|\]]b|(c|d)e)|f"),
+        (r"^x|\by|[]|]z", r"^x|\by|[]|]z"),  # nothing to factor
+        (r"\b(?:a|b)\b", r"\b(?:a|b)\b"),
+        (r"(?:\ba|\bb)|(?:\bc)|(?:x)y", r"\b(?:a|b|c)|(?:x)y"),  # whole-alternative groups are opened
+    ],
+)
+def test_factor_boundaries_takes_the_leading_boundary_out_of_consecutive_alternatives(
+    source: str, factored: str
+) -> None:
+    assert factor_boundaries(source) == factored
+    assert "|".join(alternatives(source)) == source
+    assert re.compile(factored).groups == re.compile(source).groups
 
 
 @pytest.mark.parametrize(

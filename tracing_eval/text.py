@@ -67,6 +67,7 @@ _SPACELESS = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\
 _RUN = re.compile(rf"[{_SPACELESS}]+|[^\W_{_SPACELESS}]+")
 _SPACELESS_RUN = re.compile(rf"[{_SPACELESS}]")
 _WORD = re.compile(r"[^\W_]+")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")  # the same on lower-cased ASCII text, and faster
 _APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
 #: Sentence ends: Latin-style punctuation before a space, full-width CJK/Devanagari/Arabic ends, line breaks.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？；｡।؟])\s*|\n+")
@@ -108,10 +109,12 @@ def word_units(text: str) -> list[str]:
     Japanese, Thai, ...) give overlapping character pairs (`订单已发货` -> `订单 单已 已发 发货`), a
     dictionary-free stand-in for words that makes two sentences in those scripts comparable.
     """
-    folded = unicodedata.normalize("NFKC", text).lower()
+    folded = (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
     if "'" in folded or "\u2019" in folded:
         folded = _APOSTROPHE.sub("", folded)
-    if folded.isascii() or not _SPACELESS_RUN.search(folded):
+    if folded.isascii():
+        return _ASCII_WORD.findall(folded)
+    if not _SPACELESS_RUN.search(folded):
         return _WORD.findall(folded)
     out: list[str] = []
     for run in _RUN.findall(folded):
@@ -130,7 +133,7 @@ _ASCII_PIECE = re.compile(r"[a-z0-9]+|[.!?]+(?=\s|$)|\n")
 def sentence_words(text: str) -> list[list[str]]:
     """The word units of each sentence, in one pass over the text: the same sentence ends as
     `sentences` and the same units as `word_units`; sentences without words are left out."""
-    folded = unicodedata.normalize("NFKC", text).lower()
+    folded = (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
     if "'" in folded or "\u2019" in folded:
         folded = _APOSTROPHE.sub("", folded)
     out: list[list[str]] = []
@@ -163,10 +166,13 @@ def could_match(text: str, needs: tuple[str, ...]) -> bool:
     """A cheap gate before a slow case-insensitive regex whose every match holds one of `needs` (lower
     case literals): False only when `text` is ASCII and holds none of them. Non-ASCII text always
     passes, because case-insensitive matching folds more than `str.lower` there."""
-    if not text.isascii():
-        return True
-    low = text.lower()
-    for n in needs:  # a plain loop: cheaper than any() over a generator for a few needles
+    return not text.isascii() or holds_any(text.lower(), needs)
+
+
+def holds_any(low: str, needs: tuple[str, ...]) -> bool:
+    """True when `low` holds one of `needs` (a plain loop: cheaper than any() over a generator or a map
+    for a few needles)."""
+    for n in needs:
         if n in low:
             return True
     return False
@@ -198,8 +204,9 @@ class Folded:
         if why:
             raise ValueError(f"pattern {source[:60]!r}... cannot be folded: {why}")
         self.pattern = source
-        self.unicode = re.compile(source, flags | re.IGNORECASE)
-        self.ascii = re.compile(source, flags & ~re.IGNORECASE)
+        fast = source if flags & re.VERBOSE else factor_boundaries(source)
+        self.unicode = re.compile(fast, flags | re.IGNORECASE)
+        self.ascii = re.compile(fast, flags & ~re.IGNORECASE)
 
     @property
     def flags(self) -> int:
@@ -210,6 +217,10 @@ class Folded:
             return self.ascii.search(text.lower(), pos)
         return self.unicode.search(text, pos)
 
+    def search_lower(self, low: str) -> re.Match[str] | None:
+        """`search` over ASCII text its caller has already lower-cased."""
+        return self.ascii.search(low)
+
     def match(self, text: str) -> re.Match[str] | None:
         if text.isascii():
             return self.ascii.match(text.lower())
@@ -219,6 +230,86 @@ class Folded:
         if text.isascii():
             return self.ascii.finditer(text.lower())
         return self.unicode.finditer(text)
+
+
+def _skip(source: str, k: int) -> int:
+    """The index after the escape, character class or single character at `k`."""
+    if source[k] == "\\":
+        return k + 2
+    if source[k] != "[":
+        return k + 1
+    k += 1  # a `]` right after `[` or `[^` is a literal
+    if k < len(source) and source[k] == "^":
+        k += 1
+    if k < len(source) and source[k] == "]":
+        k += 1
+    while k < len(source) and source[k] != "]":
+        k += 2 if source[k] == "\\" else 1
+    return k + 1
+
+
+def alternatives(source: str) -> list[str]:
+    """The top-level alternatives of a regular expression's source: split at `|` outside groups and
+    character classes (`"|".join` of the result is `source` again)."""
+    out: list[str] = []
+    depth, start, k = 0, 0, 0
+    while k < len(source):
+        ch = source[k]
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            out.append(source[start:k])
+            start = k + 1
+        k = _skip(source, k)
+    return [*out, source[start:]]
+
+
+def _group_body(alt: str) -> str | None:
+    """The inside of `alt` when it is one non-capturing group `(?:...)` from end to end, else None."""
+    if not alt.startswith("(?:") or not alt.endswith(")"):
+        return None
+    depth, k = 0, 0
+    while k < len(alt):
+        if alt[k] == "(":
+            depth += 1
+        elif alt[k] == ")":
+            depth -= 1
+            if depth == 0:
+                return alt[3:-1] if k == len(alt) - 1 else None
+        k = _skip(alt, k)
+    return None
+
+
+def factor_boundaries(source: str) -> str:
+    """The same pattern with the `\\b` that leads consecutive alternatives taken out in front of them:
+    `\\bfoo|(?:\\bbar|\\bqux)|^baz` -> `\\b(?:foo|bar|qux)|^baz` (an alternative that is one
+    non-capturing group is opened first). Alternatives keep their order, so every match, span and group
+    is the same; Python's `re` then tests the word boundary once per position instead of once per
+    alternative, 2-5 times faster on long cue lists."""
+    flat: list[str] = []
+    pending = alternatives(source)
+    while pending:
+        alt = pending.pop(0)
+        body = _group_body(alt)
+        if body is None:
+            flat.append(alt)
+        else:
+            pending[:0] = alternatives(body)
+    runs: list[tuple[bool, list[str]]] = []
+    for alt in flat:
+        led = alt.startswith("\\b")
+        if led and runs and runs[-1][0]:
+            runs[-1][1].append(alt[2:])
+        else:
+            runs.append((led, [alt[2:] if led else alt]))
+    if not any(led and len(alts) > 1 for led, alts in runs):
+        return source
+    return "|".join(
+        ("\\b(?:" + "|".join(alts) + ")" if len(alts) > 1 else "\\b" + alts[0]) if led else alts[0]
+        for led, alts in runs
+    )
 
 
 def _unfoldable(source: str) -> str | None:

@@ -43,6 +43,7 @@ GATED = [
     (slots.USER_CORRECTION, slots.USER_CORRECTION_NEEDS),
     (slots.USER_RETRACTION, slots.USER_RETRACTION_NEEDS),
     *((s.asked_as, slots.SLOT_NAME_NEEDS) for s in slots.SLOTS),
+    *((s.asked_as, s.asked_needs) for s in slots.SLOTS),
 ]
 
 
@@ -84,3 +85,54 @@ def test_cue_gates_let_every_match_through(text: str, pattern: re.Pattern[str], 
 def test_cue_gates_skip_only_ascii_text_without_their_pieces() -> None:
     assert not could_match("Where is my parcel?", cues.HUMAN_NEEDS)
     assert could_match("Où est mon colis ?", cues.HUMAN_NEEDS)  # non-ASCII: always read
+
+
+def _leading_words(source: str) -> list[str]:
+    """The keywords a keyed value pattern opens with: `\\b(?:order|pedido|...)` or `\\btracking`."""
+    source = source.removeprefix("\\b")
+    if not source.startswith("(?"):
+        return [re.match(r"\w+", source).group(0)]  # type: ignore[union-attr]
+    start = source.index(":") + 1
+    depth, k = 1, start
+    while depth:
+        depth += {"(": 1, ")": -1}.get(source[k], 0)
+        k += 1
+    return _alternatives(source[start : k - 1])
+
+
+def _ascii_spelling(word: str) -> str:
+    """A keyword as ASCII text can spell it: groups and repeats dropped, a class by its ASCII letter."""
+    word = re.sub(r"\\s[*+]|\\w\*|\(\?:|\)\??|-\?", "", word)
+    return re.sub(r"\[([^\]]*)\]", lambda m: next(ch for ch in m.group(1) if ch.isascii()), word)
+
+
+@pytest.mark.parametrize("slot", [s for s in slots.SLOTS if s.keyed], ids=lambda s: s.name)
+def test_every_keyword_of_a_keyed_value_pattern_holds_one_of_its_gate_pieces(slot: slots.Slot) -> None:
+    """`values_in` skips a slot's keyed patterns on ASCII text without one of its `keyed_needs`."""
+    assert slot.keyed_needs
+    for pattern in slot.keyed:
+        spellings = [_ascii_spelling(w) for w in _leading_words(pattern.pattern)]
+        assert [w for w in spellings if not any(n in w for n in slot.keyed_needs)] == [], spellings
+
+
+def test_values_in_gates_let_every_value_through() -> None:
+    """The gates of `values_in` skip patterns, never values: each kind of value is still found."""
+    found = dict(
+        slots.values_in(
+            "My order number is W1234567. Email me at ann@example.com or call 415-555-0123. "
+            "My ZIP code is 94110, user id ann_lee_42, account number AC-99812. "
+            "Reservation ZX4K9P on March 3, 2024. Tracking number 1Z999AA10123456784. My name is Ann Lee."
+        )
+    )
+    assert found == {
+        "order_number": "W1234567",
+        "email": "ann@example.com",
+        "phone": "415-555-0123",
+        "zip": "94110",
+        "user_id": "ann_lee_42",
+        "account_id": "AC-99812",
+        "reservation_id": "ZX4K9P",
+        "date": "March 3, 2024",
+        "tracking_number": "1Z999AA10123456784",
+        "name": "Ann Lee",
+    }

@@ -1,9 +1,11 @@
 """D4 `tool_errors`: failing calls, recovery, repeated failures, loops and masked errors."""
 
 import json
+import random
+import re
 from typing import Any
 
-from tracing_eval.metrics.deterministic.tool_errors import ToolErrors, canonical_args
+from tracing_eval.metrics.deterministic.tool_errors import ToolErrors, canonical_args, named
 from tracing_eval.model import MetricResult, Scope, Status, Thread
 from tracing_eval.transcripts import thread_from_messages
 
@@ -241,3 +243,18 @@ def test_a_retry_on_the_same_target_with_another_payment_recovers() -> None:
         say("Your bag has been added to OBUT9V, paid with the second gift card."),
     )
     assert (turns[0].evidence["unrecovered"], turns[0].evidence["masked_error"]) == ([], False)
+
+
+def test_named_finds_a_value_where_the_case_insensitive_token_pattern_does() -> None:
+    """`named` tests ASCII text without a pattern per value: it must agree with the pattern it replaces."""
+
+    def reference(text: str, value: str) -> bool:
+        return bool(value) and re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
+
+    rng = random.Random(5)
+    alphabet = "aAbB1-_ .#xXé"
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        value = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3)))
+        assert named(text, value) == reference(text, value), (text, value)
+    assert named("order W884122 failed", "w884122") and not named("order W884122-1", "W884122")

@@ -27,6 +27,7 @@ FOREIGN_LETTER_SHARE = 0.02
 #: characters of a text read to tell its language
 SAMPLE_CHARS = 240
 _WORD = re.compile(r"[^\W\d_]+")
+_ASCII_WORD = re.compile(r"[a-z]+")  # the same on lower-cased ASCII text, and faster
 #: `latin_language` needs this many words in the text, and this many function-word hits for its guess
 GUESS_MIN_WORDS = 6
 GUESS_MIN_HITS = 3
@@ -67,7 +68,8 @@ def _vocabularies(covered: frozenset[str]) -> tuple[frozenset[str], dict[str, fr
 
 def words(text: str) -> list[str]:
     """The lower-cased words of the first `SAMPLE_CHARS` characters: enough to tell a language."""
-    return _WORD.findall(text[:SAMPLE_CHARS].lower())
+    sample = text[:SAMPLE_CHARS].lower()
+    return (_ASCII_WORD if sample.isascii() else _WORD).findall(sample)
 
 
 def uncovered_language(text: str, covered: Iterable[str], *, words_: list[str] | None = None) -> str | None:

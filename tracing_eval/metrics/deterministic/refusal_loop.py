@@ -48,6 +48,7 @@ _REDIRECTED = Folded(lexicons.ALTERNATIVE_CUES)
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
 _QUOTED = re.compile(r"\"[^\"\n]{0,300}\"|\u201c[^\u201d\n]{0,300}\u201d|\u00ab[^\u00bb\n]{0,300}\u00bb")
 _TOKEN = re.compile(r"[^\W\d_]+")
+_ASCII_TOKEN = re.compile(r"[a-z]+")  # the same on lower-cased ASCII text, and faster
 _NEGATED_TOKEN = re.compile(r"n['\u2019\u02bc]t\b|\bn['\u2019\u02bc]|\bkein")
 
 
@@ -80,7 +81,7 @@ def _negated_token(opening: str) -> bool:
 def read(text: str) -> tuple[str | None, str | None]:
     """(why the lexicons cannot read the reply, the opening sentence in which it refuses); one pass."""
     opening = text[:HEAD_CHARS].lower()
-    ws = _TOKEN.findall(opening)
+    ws = (_ASCII_TOKEN if opening.isascii() else _TOKEN).findall(opening)
     why = languages.uncovered_language(text, lexicons.REFUSAL_LANGUAGES, words_=ws)
     if why is not None:
         return why, None

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, filterfalse
 from typing import Any
 
 from rapidfuzz import process
@@ -173,14 +173,13 @@ def sentence_key(written: list[str]) -> tuple[list[str], tuple[str, ...], list[s
     content tokens, so that two short sentences match only when worded alike about the same thing.
     A sentence with fewer than two content tokens or four words ("sleep tight") is not compared.
     """
-    words = list(map(stem, written))
-    raw = [s for w, s in zip(written, words) if w not in STOP_WORDS]  # noqa: B905 - same length
+    raw = list(map(stem, filterfalse(STOP_WORDS.__contains__, written)))
     content = _hash_numbers(raw)
     if len(content) >= LONG_SENTENCE_TOKENS:
-        return content, (), raw, len(words)
-    if len(content) < MIN_SENTENCE_TOKENS or len(words) < MIN_SHORT_SENTENCE_WORDS:
-        return [], (), raw, len(words)
-    return _hash_numbers(words), tuple(sorted(content)), raw, len(words)
+        return content, (), raw, len(written)
+    if len(content) < MIN_SENTENCE_TOKENS or len(written) < MIN_SHORT_SENTENCE_WORDS:
+        return [], (), raw, len(written)
+    return _hash_numbers(list(map(stem, written))), tuple(sorted(content)), raw, len(written)
 
 
 def prepare(items: list[Located]) -> list[Reply]:
@@ -306,13 +305,19 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
     same_answers: dict[int, int] = {}  # reply index -> how many times its answer was given to one question
     segments: dict[str, list[int]] = {}
     segment_text: dict[str, tuple[str, list[str]]] = {}
+    # every compared sentence of every reply, in order; a window of replies is a slice of these
+    flat_owners = [k for k, r in enumerate(prepared) for u in r.units if u]
+    flat_units = [u for r in prepared for u in r.units if u]
+    flat_exacts = [e for r in prepared for u, e in zip(r.units, r.exact, strict=True) if u]
+    flat_keys = [k for r in prepared for u, k in zip(r.units, r.keys, strict=True) if u]
+    starts = [0]
+    for r in prepared:
+        starts.append(starts[-1] + sum(1 for u in r.units if u))
     for j, reply in enumerate(prepared):
         lo = max(0, j - window)
         earlier = prepared[lo:j]
-        owners = [k for k in range(lo, j) for u in prepared[k].units if u]
-        choices = [u for r in earlier for u in r.units if u]
-        exacts = [e for r in earlier for u, e in zip(r.units, r.exact, strict=True) if u]
-        choice_keys = [k for r in earlier for u, k in zip(r.units, r.keys, strict=True) if u]
+        a, b = starts[lo], starts[j]
+        owners, choices, exacts, choice_keys = flat_owners[a:b], flat_units[a:b], flat_exacts[a:b], flat_keys[a:b]
         matched: dict[int, int] = {}  # earlier reply index -> tokens of `reply` it matches
         rehash: dict[int, float] = {}  # earlier reply index -> similarity of a reworded sentence
         best_sim: dict[int, float] = {}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
-from tracing_eval.text import Folded, could_match
+from tracing_eval.text import Folded, could_match, holds_any
 from tracing_eval.text import split_sentences as text_sentences
 
 _I = re.IGNORECASE
@@ -36,6 +36,10 @@ class Slot:
     other: Folded | None = None
     #: how an assistant names the slot in Spanish, French, German, Portuguese or Italian
     asked_as_elsewhere: Folded | None = None
+    #: literal pieces (lower case) one of which every match of `asked_as` holds: a cheap gate
+    asked_needs: tuple[str, ...] = ()
+    #: literal pieces (lower case) one of which every match of a `keyed` pattern holds (() for none)
+    keyed_needs: tuple[str, ...] = ()
 
 
 _ID = r"#?\s*((?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,24})"
@@ -88,6 +92,8 @@ SLOTS: tuple[Slot, ...] = (
             r"\bn[uú]mero\s+d[eo]\s+(?:pedido|orden)|\bnum[ée]ro\s+de\s+commande|\bbestell(?:nummer|-?nr)"
             r"|\bnumero\s+(?:d'ordine|dell'ordine)",
         ),
+        asked_needs=("order",),
+        keyed_needs=("order", "pedido", "orden", "commande", "bestell", "ordine"),
     ),
     Slot(
         "email",
@@ -96,6 +102,7 @@ SLOTS: tuple[Slot, ...] = (
         asked_as_elsewhere=Folded(
             r"\bcorreo(?:\s+electr[oó]nico)?\b|\bcourriel\b|\be-?mail-?adresse\b|\bposta\s+elettronica\b"
         ),
+        asked_needs=("mail",),
     ),
     Slot(
         "phone",
@@ -105,6 +112,7 @@ SLOTS: tuple[Slot, ...] = (
             r"\btel[ée]fono\b|\bcelular\b|\bm[oó]vil\b|\bt[ée]l[ée]phone\b|\btelefon(?:nummer)?\b|\bhandynummer\b"
             r"|\btelefone\b|\btelefono\b|\bcellulare\b",
         ),
+        asked_needs=("phone", "mobile", "cell", "contact number"),
     ),
     Slot(
         "zip",
@@ -112,6 +120,8 @@ SLOTS: tuple[Slot, ...] = (
         keyed=(re.compile(rf"\b(?:zip(?:\s*code)?|post(?:al)?\s*code){_IS}({_ZIP})\b", _I),),
         bare=_ZIP_SHAPE,
         asked_as_elsewhere=Folded(r"\bc[oó]digo\s+postal\b|\bcode\s+postal\b|\bpostleitzahl\b|\bcodice\s+postale\b"),
+        asked_needs=("zip", "post"),
+        keyed_needs=("zip", "post"),
     ),
     Slot(
         "date_of_birth",
@@ -122,6 +132,7 @@ SLOTS: tuple[Slot, ...] = (
             r"\bfecha\s+de\s+nacimiento\b|\bdate\s+de\s+naissance\b|\bgeburtsdatum\b|\bdata\s+de\s+nascimento\b"
             r"|\bdata\s+di\s+nascita\b",
         ),
+        asked_needs=("birth", "dob"),
     ),
     Slot(
         "date",
@@ -132,6 +143,7 @@ SLOTS: tuple[Slot, ...] = (
             r"expir\w*|preferred|desired|start|end)\b",
         ),
         asked_as_elsewhere=Folded(r"\bfechas?\b(?!\s+de\s+nacimiento)|\bdatum\b"),
+        asked_needs=("date",),
     ),
     Slot(
         "user_id",
@@ -149,6 +161,8 @@ SLOTS: tuple[Slot, ...] = (
             r"\b(?:id|identificador|nombre)\s+de\s+usuario\b|\bidentifiant\b|\bnom\s+d'utilisateur\b"
             r"|\bbenutzer(?:name|-?id|kennung)\b|\b(?:id|nome)\s+de\s+usu[aá]rio\b|\b(?:id|nome)\s+utente\b",
         ),
+        asked_needs=("user", "login"),
+        keyed_needs=("user", "login", "usuario", "identifiant", "benutzer", "usu", "utente"),
     ),
     Slot(
         "account_id",
@@ -159,6 +173,8 @@ SLOTS: tuple[Slot, ...] = (
             r"\bn[uú]mero\s+de\s+(?:cuenta|cliente|socio)\b|\bnum[ée]ro\s+de\s+(?:compte|client)\b"
             r"|\b(?:konto|kunden)nummer\b|\bn[uú]mero\s+da\s+conta\b|\bnumero\s+di\s+conto\b",
         ),
+        asked_needs=("account", "customer", "member"),
+        keyed_needs=("account", "customer", "member"),
     ),
     Slot(
         "reservation_id",
@@ -179,6 +195,8 @@ SLOTS: tuple[Slot, ...] = (
             r"|\b(?:num[ée]ro|code)\s+de\s+(?:r[ée]servation|confirmation)\b|\b(?:buchungs|reservierungs)(?:nummer|code)\b"
             r"|\b(?:codice|numero)\s+(?:di\s+)?prenotazione\b",
         ),
+        asked_needs=("reservation", "booking", "confirmation", "pnr"),
+        keyed_needs=("reserv", "booking", "confirmation", "pnr", "localizador", "buchung", "prenotazione"),
     ),
     Slot(
         "tracking_number",
@@ -189,6 +207,8 @@ SLOTS: tuple[Slot, ...] = (
             r"\bn[uú]mero\s+de\s+(?:seguimiento|rastreo|rastreamento)\b|\bnum[ée]ro\s+de\s+suivi\b|\bsendungsnummer\b"
             r"|\bnumero\s+di\s+tracciamento\b",
         ),
+        asked_needs=("tracking",),
+        keyed_needs=("tracking",),
     ),
     Slot(
         "name",
@@ -206,6 +226,8 @@ SLOTS: tuple[Slot, ...] = (
             r"\b(?:su|tu)\s+nombre(?:\s+completo)?\b|\bcon\s+qui[eé]n\s+hablo\b|\bvotre\s+nom\b|\bihren?\s+namen?\b"
             r"|\b(?:seu|teu)\s+nome\b|\bil\s+(?:suo|tuo)\s+nome\b",
         ),
+        asked_needs=("name", "speaking with"),
+        keyed_needs=("name", "call me", "llamo", "nombre", "appelle", "nom", "hei", "chamo", "chiamo"),
     ),
 )
 
@@ -216,10 +238,17 @@ _ANY_SLOT_NAME = Folded("|".join(f"(?:{s.asked_as.pattern})" for s in SLOTS))
 _ANY_SLOT_NAME_ELSEWHERE = Folded(
     "|".join(f"(?:{s.asked_as_elsewhere.pattern})" for s in SLOTS if s.asked_as_elsewhere is not None)
 )
-_MAYBE_VALUE = Folded(
-    r"\d|@|\b(?:reservation|booking|confirmation|pnr|name|call me|user|login|reserva|localizador|llamo|nombre"
+_MAYBE_VALUE_MARK = re.compile(r"[\d@]")
+_MAYBE_VALUE_WORD = Folded(
+    r"\b(?:reservation|booking|confirmation|pnr|name|call me|user|login|reserva|localizador|llamo|nombre"
     r"|usuario|r[ée]servation|appelle|nom\b|buchung|reservierung|heiße|prenotazione|chiamo|chamo|usu[aá]rio|utente)"
 )
+
+
+def _maybe_value(sentence: str) -> bool:
+    """A digit, an `@` or a keyword of a keyed slot: without one a sentence gives no value."""
+    return bool(_MAYBE_VALUE_MARK.search(sentence) or _MAYBE_VALUE_WORD.search(sentence))
+
 
 #: sentence markers that turn a slot mention into a direct request for it
 REQUEST = Folded(
@@ -303,6 +332,7 @@ USER_RETRACTION_ELSEWHERE = Folded(
     r"|não\s+tenho|não\s+sei|non\s+ho|non\s+so)\b",
 )
 _NORMALISE_VALUE = re.compile(r"[^a-z0-9@]")
+_DIGIT = re.compile(r"\d")
 
 
 #: Literal pieces (lower case) one of which every match of the English pattern holds, for `could_match`.
@@ -372,27 +402,39 @@ def _reservation_values(text: str) -> Iterator[str]:
 
 
 def values_in(text: str) -> Iterator[tuple[str, str]]:
-    """Every (slot, value) a user message gives by keyword or by an unmistakable shape."""
+    """Every (slot, value) a user message gives by keyword or by an unmistakable shape.
+
+    On ASCII text a pattern is skipped when the sentence lacks what each of its matches holds: one of
+    the slot's `keyed_needs`, a digit (dates, phones), `@` (emails) or `_` (user ids)."""
     for sentence in split_sentences(text):
-        if not _MAYBE_VALUE.search(sentence):
+        if not _maybe_value(sentence):
             continue
         birth = bool(_BIRTH_CONTEXT.search(sentence))
+        if sentence.isascii():
+            low = sentence.lower()
+            digit = _DIGIT.search(sentence) is not None
+            shaped = {"email": "@" in sentence, "phone": digit, "date": digit, "user_id": "_" in sentence}
+        else:
+            low, digit, shaped = "", True, {}
         for slot in SLOTS:
+            keyed = not low or holds_any(low, slot.keyed_needs)
             if slot.name == "reservation_id":
-                for value in _reservation_values(sentence):
-                    yield slot.name, value
+                if keyed:
+                    for value in _reservation_values(sentence):
+                        yield slot.name, value
                 continue
             if slot.name == "date_of_birth":
-                if birth:
+                if birth and digit:
                     for m in _DATE.finditer(sentence):
                         yield slot.name, m.group(0)
                 continue
             if slot.name == "date" and birth:
                 continue
-            for pattern in slot.keyed:
-                for m in pattern.finditer(sentence):
-                    yield slot.name, m.group(1).strip(" .,-")
-            if slot.shaped is not None:
+            if keyed:
+                for pattern in slot.keyed:
+                    for m in pattern.finditer(sentence):
+                        yield slot.name, m.group(1).strip(" .,-")
+            if slot.shaped is not None and shaped.get(slot.name, True):
                 for m in slot.shaped.finditer(sentence):
                     yield slot.name, m.group(0).strip()
 
@@ -419,18 +461,19 @@ def bare_value(slot_name: str, text: str) -> str | None:
 
 def named_slots(text: str, *, elsewhere: bool = False) -> list[str]:
     """Slots a text mentions by name (`order number`, `email`, ...); `elsewhere` adds the other languages."""
-    english = could_match(text, SLOT_NAME_NEEDS) and bool(_ANY_SLOT_NAME.search(text))
-    other = elsewhere and bool(_ANY_SLOT_NAME_ELSEWHERE.search(text))
-    if not (english or other):
-        return []
-    return [
-        s.name
-        for s in SLOTS
-        if (english and s.asked_as.search(text))
-        or (other and s.asked_as_elsewhere is not None and s.asked_as_elsewhere.search(text))
-    ]
+    if not could_match(text, SLOT_NAME_NEEDS) or not _ANY_SLOT_NAME.search(text):
+        english: set[str] = set()
+    elif text.isascii():  # each slot's pattern only where one of its pieces is in the text
+        low = text.lower()
+        english = {s.name for s in SLOTS if holds_any(low, s.asked_needs) and s.asked_as.search_lower(low)}
+    else:
+        english = {s.name for s in SLOTS if s.asked_as.search(text)}
+    if elsewhere and _ANY_SLOT_NAME_ELSEWHERE.search(text):
+        english |= {s.name for s in SLOTS if s.asked_as_elsewhere is not None and s.asked_as_elsewhere.search(text)}
+    return [s.name for s in SLOTS if s.name in english] if english else []
 
 
+@lru_cache(maxsize=1024)  # an ask is read twice (is it an ask, does it name a new slot)
 def is_request(sentence: str) -> bool:
     """A direct request: a request phrase, or a question with a request verb that is not an offer."""
     if REQUEST.search(sentence):

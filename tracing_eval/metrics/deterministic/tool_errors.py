@@ -14,6 +14,7 @@ conversation already named before the failure does not: when `cancel(AAA111)` fa
 from __future__ import annotations
 
 import re
+import string
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -107,7 +108,22 @@ def _leaves(arguments: Any) -> dict[str, Any]:
 def named(text: str, value: str) -> bool:
     """`value` occurs in `text` as written (case aside), not inside a longer token: `884122` is not
     named by "8841-22", so a retry that fixed its format is a correction, not another target."""
-    return bool(value) and re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
+    if not value:
+        return False
+    if text.isascii() and value.isascii():  # the same test without compiling a pattern per value
+        low, wanted = text.lower(), value.lower()
+        at = low.find(wanted)
+        while at >= 0:
+            end = at + len(wanted)
+            if (at == 0 or low[at - 1] not in _TOKEN_CHARS) and (end == len(low) or low[end] not in _TOKEN_CHARS):
+                return True
+            at = low.find(wanted, at + 1)
+        return False
+    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+#: the ASCII characters of `[\w-]`: a value next to one of them is part of a longer token
+_TOKEN_CHARS = frozenset(string.ascii_lowercase + string.ascii_uppercase + string.digits + "_-")
 
 
 def another_target(failed: Call, success: Call, earlier_text: str) -> bool:
