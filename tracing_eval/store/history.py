@@ -25,11 +25,13 @@ import hashlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from operator import methodcaller
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import orjson
 
 from tracing_eval.model import Span, SpanEvent
+
+T = TypeVar("T")
 
 #: Marker key of an attribute whose history was moved into the thread's message chains.
 MARK = "\x00history"
@@ -403,30 +405,24 @@ class Histories:
 
     def texts(self, head: str) -> list[bytes]:
         """The JSON of each item of the chain ending at `head`, as `messages` would dump them."""
-        found = self._texts.get(head)
-        if found is None:
-            walked: list[str] = []
-            node: str | None = head
-            while node is not None and node not in self._texts:
-                walked.append(node)
-                node = self._nodes[node][0]
-            found = list(self._texts[node]) if node is not None else []
-            found.extend(self._nodes[n][1] for n in reversed(walked))
-            self._texts[head] = found
-        return found
+        return self._chain(self._texts, head, lambda n: self._nodes[n][1])
 
     def messages(self, head: str) -> list[Any]:
         """The decoded items of the chain ending at `head` (a missing node is a `KeyError`)."""
-        found = self._chains.get(head)
+        return self._chain(self._chains, head, self._item)
+
+    def _chain(self, known: dict[str, list[T]], head: str, item: Callable[[str], T]) -> list[T]:
+        """The chain ending at `head`, from the longest chain already in `known` plus the nodes after it."""
+        found = known.get(head)
         if found is None:
             walked: list[str] = []
             node: str | None = head
-            while node is not None and node not in self._chains:
+            while node is not None and node not in known:
                 walked.append(node)
                 node = self._nodes[node][0]
-            found = list(self._chains[node]) if node is not None else []
-            found.extend(self._item(n) for n in reversed(walked))
-            self._chains[head] = found
+            found = list(known[node]) if node is not None else []
+            found.extend(item(n) for n in reversed(walked))
+            known[head] = found
         return found
 
     def _item(self, node_id: str) -> Any:
