@@ -98,12 +98,12 @@ async def deliver_outbox(
     failing sink gets no more batches this time, and its failed rows are retried on later rounds with
     backoff. Each row becomes its typed delivery first (a payload that is not one is parked). A
     sink with `batch` set gets `limit` rows in one `deliver_batch` call; the others take
-    ROW_BY_ROW_TAKE rows at a time and get them one by one, the rows it delivered marked done together
-    after the take (`_Done`). On PostgreSQL the rows taken are leased to
+    ROW_BY_ROW_TAKE rows at a time and get them one by one, each marked done as soon as it went out
+    (left unmarked while a later row is slow, it could outlive its lease and go out again from
+    another replica). On PostgreSQL the rows taken are leased to
     this replica for `lease_seconds`, and each row's lease is renewed just before its delivery (a
     batch's rows together, in one transaction; a row whose lease ran out while it waited is left to the
-    replica that took it over), so the lease must outlast one delivery, not a batch. Every attempt is
-    counted in `telemetry` when given."""
+    replica that took it over), so the lease must outlast one delivery, not a batch. Every attempt is counted in `telemetry` when given."""
     stats = DeliveryStats()
     started = time.monotonic()
     for sink in sinks:
@@ -119,17 +119,12 @@ async def deliver_outbox(
                 if mine:
                     send = sink.deliver_batch([d for _, d in mine])
                     await _attempt(store, sink, mine, send, at, max_attempts, stats, telemetry)
-            else:  # row by row, each renewed just before it goes out; marked done together (`_Done`)
-                done = _Done(store, sink, stats, telemetry, lease_seconds)
-                try:
-                    for row in rows:
-                        at = now + time.monotonic() - started  # `now` moved on while earlier rows went out
-                        if (taken := await _renew(store, row, at, lease_seconds, stats)) is not None:
-                            for one in await _typed(store, sink, [taken], at, stats, telemetry):
-                                send = sink.deliver(one[1])
-                                await _attempt(store, sink, [one], send, at, max_attempts, stats, telemetry, done)
-                finally:
-                    await done.flush()
+            else:  # row by row, each renewed just before it goes out
+                for row in rows:
+                    at = now + time.monotonic() - started  # `now` moved on while earlier rows went out
+                    if (taken := await _renew(store, row, at, lease_seconds, stats)) is not None:
+                        for one in await _typed(store, sink, [taken], at, stats, telemetry):
+                            await _attempt(store, sink, [one], sink.deliver(one[1]), at, max_attempts, stats, telemetry)
             if len(rows) < take or stats.retried > retried:  # the sink is down: try again next round
                 break
     return stats
@@ -189,48 +184,6 @@ async def _renew(
     return taken
 
 
-class _Done:
-    """Rows a sink took one by one and delivered, marked done together: one store transaction for the
-    rows of a take (ROW_BY_ROW_TAKE) instead of one per row. A crash before `flush` leaves them to be
-    delivered again, as a crash between a delivery and its mark always did (at least once; sinks
-    write idempotently, e.g. a Langfuse score by its result id). Rows wait at most a quarter of the
-    lease, so another replica does not take over a row delivered but not yet marked."""
-
-    def __init__(
-        self, store: Store, sink: Sink, stats: DeliveryStats, telemetry: Telemetry | None, lease_seconds: float
-    ) -> None:
-        self.store, self.sink, self.stats, self.telemetry = store, sink, stats, telemetry
-        self.max_wait = lease_seconds / 4
-        self.rows: list[OutboxRow] = []
-        self.now = 0.0
-        self.since = 0.0
-
-    async def add(self, rows: list[OutboxRow], now: float) -> None:
-        if not self.rows:
-            self.since = time.monotonic()
-        self.rows += rows
-        self.now = max(self.now, now)
-        if time.monotonic() - self.since >= self.max_wait:
-            await self.flush()
-
-    async def flush(self) -> None:
-        """Mark the rows delivered so far done, in one transaction, and count them."""
-        if not self.rows:
-            return
-        rows, self.rows = self.rows, []
-        await _mark_done(self.store, self.sink, rows, self.now, self.stats, self.telemetry)
-
-
-async def _mark_done(
-    store: Store, sink: Sink, rows: list[OutboxRow], now: float, stats: DeliveryStats, telemetry: Telemetry | None
-) -> None:
-    await store.outbox_done([row.id for row in rows], now)
-    stats.delivered += len(rows)
-    if telemetry is not None:
-        for row in rows:
-            telemetry.delivery(sink.name, row.kind, "delivered", now)
-
-
 async def _attempt(
     store: Store,
     sink: Sink,
@@ -240,11 +193,10 @@ async def _attempt(
     max_attempts: int,
     stats: DeliveryStats,
     telemetry: Telemetry | None,
-    done: _Done | None = None,
 ) -> None:
-    """Await `send` (the delivery of `rows`) and settle the rows: done (now, or with `done` when
-    given), or retried with backoff, or parked after `max_attempts` or a permanent refusal. A batch
-    refused for good is tried again row by row, so that one bad row does not take the others down."""
+    """Await `send` (the delivery of `rows`) and settle the rows: done, or retried with backoff, or
+    parked after `max_attempts` or a permanent refusal. A batch refused for good is tried again row
+    by row, so that one bad row does not take the others down with it."""
     try:
         await send
     except Exception as exc:
@@ -258,10 +210,11 @@ async def _attempt(
             give_up = refused or row.attempts + 1 >= max_attempts
             await _settle_failed(store, sink, row, error, now, give_up, refused, stats, telemetry)
     else:
-        if done is not None:
-            await done.add([row for row, _ in rows], now)
-        else:
-            await _mark_done(store, sink, [row for row, _ in rows], now, stats, telemetry)
+        await store.outbox_done([row.id for row, _ in rows], now)
+        stats.delivered += len(rows)
+        if telemetry is not None:
+            for row, _ in rows:
+                telemetry.delivery(sink.name, row.kind, "delivered", now)
 
 
 async def _settle_failed(
