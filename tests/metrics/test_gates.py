@@ -7,31 +7,7 @@ import pytest
 
 from tracing_eval.metrics.deterministic import friction_cues as cues
 from tracing_eval.metrics.deterministic import slots
-from tracing_eval.text import could_match
-
-
-def _alternatives(pattern: str) -> list[str]:
-    """The top-level alternatives of a regex source (split at `|` outside groups and classes)."""
-    out, depth, in_class, start, k = [], 0, False, 0, 0
-    while k < len(pattern):
-        ch = pattern[k]
-        if ch == "\\":
-            k += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "|" and depth == 0:
-            out.append(pattern[start:k])
-            start = k + 1
-        k += 1
-    return [*out, pattern[start:]]
-
+from tracing_eval.text import alternatives, could_match
 
 GATED = [
     (cues.DISPUTE, cues.DISPUTE_NEEDS),
@@ -51,9 +27,9 @@ GATED = [
 def test_every_cue_alternative_names_one_of_its_gate_pieces(pattern: re.Pattern[str], needs: tuple[str, ...]) -> None:
     """The cheap gates skip a pattern when no piece is in the text: an alternative added to a pattern
     without a piece in its gate would be skipped silently."""
-    alternatives = _alternatives(pattern.pattern)
-    assert alternatives
-    unguarded = [a for a in alternatives if not any(n.replace("'", "'?") in a or n in a for n in needs)]
+    alts = alternatives(pattern.pattern)
+    assert alts
+    unguarded = [a for a in alts if not any(n.replace("'", "'?") in a or n in a for n in needs)]
     assert unguarded == []
 
 
@@ -97,7 +73,7 @@ def _leading_words(source: str) -> list[str]:
     while depth:
         depth += {"(": 1, ")": -1}.get(source[k], 0)
         k += 1
-    return _alternatives(source[start : k - 1])
+    return alternatives(source[start : k - 1])
 
 
 def _ascii_spelling(word: str) -> str:
