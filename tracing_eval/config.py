@@ -364,8 +364,9 @@ class SinkSettings(_Section):
     batch_size: int = Field(
         500,
         gt=0,
-        description="Outbox rows a sink that takes batches (otlp) gets in one delivery: one request, "
-        "one commit. Sinks that take rows one by one take 10 at a time.",
+        description="Outbox rows a sink that takes batches (otlp, langfuse) gets in one delivery, marked done in "
+        "one commit: the OTLP sink exports them in one request, the Langfuse sink writes 20 scores per request "
+        "and routes review items one by one after them. Sinks that take rows one by one (webhook) take 10 at a time.",
     )
     lease_seconds: float = Field(
         300.0,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from tracing_eval.assemble import TracePart, parts_from_stored, thread_from_parts
-from tracing_eval.delivery import KINDS, BadPayload, Delivery, ResultDelivery, anchor, parse, turn_index
+from tracing_eval.delivery import KINDS, REVIEW, BadPayload, Delivery, ResultDelivery, anchor, parse, turn_index
 from tracing_eval.logging import redact_url_credentials
 from tracing_eval.model import Thread
 from tracing_eval.store.base import OutboxRow, Store
@@ -38,8 +38,9 @@ class Sink(Protocol):
     sink that takes results also gets the retraction of a result whose thread merged into
     another). `deliver` delivers one and raises on failure (`PermanentSinkError`: never retry);
     `deliver_batch` delivers several in one call, all or nothing (`batch` says whether the outbox
-    should hand the sink whole batches, else it takes rows a few at a time and calls `deliver` for
-    each); `aclose` releases the sink's connections. `BaseSink` has the defaults."""
+    should hand the sink whole batches of results and retractions, else it takes rows a few at a time
+    and calls `deliver` for each; review items always go through `deliver`, one at a time); `aclose`
+    releases the sink's connections. `BaseSink` has the defaults."""
 
     name: str
     kinds: frozenset[str]
@@ -97,7 +98,8 @@ async def deliver_outbox(
     """Push every due outbox row to each sink until a batch is short or has a failure to retry: a
     failing sink gets no more batches this time, and its failed rows are retried on later rounds with
     backoff. Each row becomes its typed delivery first (a payload that is not one is parked). A
-    sink with `batch` set gets `limit` rows in one `deliver_batch` call; the others take
+    sink with `batch` set gets `limit` rows in one `deliver_batch` call, except review rows, which
+    it gets one by one after the batch (`_split`); the others take
     ROW_BY_ROW_TAKE rows at a time and get them one by one, each marked done as soon as it went out
     (left unmarked while a later row is slow, it could outlive its lease and go out again from
     another replica). On PostgreSQL the rows taken are leased to
@@ -111,23 +113,29 @@ async def deliver_outbox(
         while True:
             rows = await store.pending_outbox(sink.name, now, take, lease_seconds)
             retried = stats.retried
-            if sink.batch:  # the whole batch in one call, its leases renewed together just before
+            together, alone = _split(rows) if sink.batch else ([], rows)
+            if together:  # the batch in one call, its leases renewed together just before
                 at = now + time.monotonic() - started
-                renewed = await store.renew_outbox_many(rows, at, lease_seconds)
+                renewed = await store.renew_outbox_many(together, at, lease_seconds)
                 stats.taken_over += sum(r is None for r in renewed)
                 mine = await _typed(store, sink, [r for r in renewed if r is not None], at, stats, telemetry)
                 if mine:
                     send = sink.deliver_batch([d for _, d in mine])
                     await _attempt(store, sink, mine, send, at, max_attempts, stats, telemetry)
-            else:  # row by row, each renewed just before it goes out
-                for row in rows:
-                    at = now + time.monotonic() - started  # `now` moved on while earlier rows went out
-                    if (taken := await _renew(store, row, at, lease_seconds, stats)) is not None:
-                        for one in await _typed(store, sink, [taken], at, stats, telemetry):
-                            await _attempt(store, sink, [one], sink.deliver(one[1]), at, max_attempts, stats, telemetry)
+            for row in alone:  # row by row, each renewed just before it goes out
+                at = now + time.monotonic() - started  # `now` moved on while earlier rows went out
+                if (taken := await _renew(store, row, at, lease_seconds, stats)) is not None:
+                    for one in await _typed(store, sink, [taken], at, stats, telemetry):
+                        await _attempt(store, sink, [one], sink.deliver(one[1]), at, max_attempts, stats, telemetry)
             if len(rows) < take or stats.retried > retried:  # the sink is down: try again next round
                 break
     return stats
+
+
+def _split(rows: list[OutboxRow]) -> tuple[list[OutboxRow], list[OutboxRow]]:
+    """A batch sink's rows: those it takes together, and the review rows, which go out one by one
+    after them (a review is routed in several requests, so it should not wait on a batch's lease)."""
+    return [r for r in rows if r.kind != REVIEW], [r for r in rows if r.kind == REVIEW]
 
 
 async def _typed(

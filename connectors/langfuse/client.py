@@ -53,8 +53,12 @@ class LangfuseError(Exception):
 
     @property
     def permanent(self) -> bool:
-        """A client error that retrying the same request cannot fix (auth errors are not: keys get fixed)."""
-        return self.status is not None and 400 <= self.status < 500 and self.status not in {401, 403, 408, 429}
+        return permanent(self.status)
+
+
+def permanent(status: int | None) -> bool:
+    """A client error that retrying the same request cannot fix (auth errors are not: keys get fixed)."""
+    return status is not None and 400 <= status < 500 and status not in {401, 403, 408, 429}
 
 
 def _snake(name: str) -> str:

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from tracing_eval.connectors.langfuse.client import LangfuseClient, LangfuseError
+from tracing_eval.connectors.langfuse.client import LangfuseClient, LangfuseError, permanent
 from tracing_eval.connectors.langfuse.configs import ConfigRef, ScoreConfigs, score_name
 from tracing_eval.connectors.langfuse.mapping import SOURCE, is_virtual, iso
 from tracing_eval.connectors.langfuse.review import ReviewRouter
@@ -138,50 +139,97 @@ def build_score(
     return body
 
 
+#: A score to write: its body and its ISO timestamp.
+Score = tuple[dict[str, Any], str]
+
+#: Bytes of scores per request: under the 3.5 MB documented for `/ingestion` and the 1 MiB body
+#: limit of `POST /scores`, with room for the envelope.
+MAX_REQUEST_BYTES = {"ingestion": 3_000_000, "scores": 900_000}
+#: Scores per request, about the SDK's own batches (15 events): small enough that a request never
+#: nears a client timeout, large enough that a 10-turn thread's scores take one or two requests.
+MAX_REQUEST_SCORES = 20
+
+
+def chunks(scores: Sequence[Score], max_bytes: int, max_scores: int = MAX_REQUEST_SCORES) -> Iterator[list[Score]]:
+    """`scores` in order, cut into runs of at most `max_scores` whose JSON bodies hold at most
+    `max_bytes` together (a score larger than that goes alone)."""
+    run: list[Score] = []
+    size = 0
+    for score in scores:
+        n = len(dumps(score[0])) + 200  # the body, its timestamp and the event envelope
+        if run and (size + n > max_bytes or len(run) == max_scores):
+            yield run
+            run, size = [], 0
+        run.append(score)
+        size += n
+    if run:
+        yield run
+
+
 class ScoreWriter:
-    """Writes one score through the upserting path of the server (see the module docstring)."""
+    """Writes scores through the upserting path of the server (see the module docstring), as many
+    per request as its body limit takes."""
 
     def __init__(self, client: LangfuseClient, mode: str = "auto") -> None:
         self.client = client
         self.mode = "ingestion" if mode == "auto" else mode
         self.fallback = mode == "auto"
 
-    async def write(self, body: dict[str, Any], timestamp: str) -> None:
+    async def write(self, scores: Sequence[Score]) -> None:
+        if not scores:
+            return
         if self.mode == "ingestion":
             try:
-                await self._ingest(body, timestamp)
+                for run in chunks(scores, MAX_REQUEST_BYTES["ingestion"]):
+                    await self._ingest(run)
                 return
             except LangfuseError as exc:
                 if not (self.fallback and exc.status in (404, 405, 410)):
                     raise
                 log.warning("POST /ingestion is gone; writing scores with POST /scores", status=exc.status)
                 self.mode = "scores"
-        await self._batch(body, timestamp)
+        for run in chunks(scores, MAX_REQUEST_BYTES["scores"]):
+            await self._batch(run)
 
-    async def _ingest(self, body: dict[str, Any], timestamp: str) -> None:
-        event_id = str(uuid.uuid5(RESULT_NAMESPACE, dumps(body) + timestamp))  # same content -> same event
-        answer = await self.client.ingest(
-            [{"id": event_id, "timestamp": timestamp, "type": "score-create", "body": body}]
-        )
+    async def _ingest(self, scores: list[Score]) -> None:
+        answer = await self.client.ingest([_event(body, ts) for body, ts in scores])
         errors = [e for e in (answer.get("errors") or []) if isinstance(e, dict)] if isinstance(answer, dict) else []
-        if errors:
-            status = errors[0].get("status")
-            message = f"score-create rejected: {errors[0].get('message') or errors[0].get('error') or errors[0]}"
-            raise LangfuseError(message, status=status if isinstance(status, int) else 500, body=errors)
+        if errors:  # one transient error makes the whole batch worth retrying, else it is refused
+            first = next((e for e in errors if not permanent(_status(e))), errors[0])
+            reason = first.get("message") or first.get("error") or first
+            raise LangfuseError(
+                f"score-create rejected ({len(errors)} of {len(scores)}): {reason}", status=_status(first), body=errors
+            )
 
-    async def _batch(self, body: dict[str, Any], timestamp: str) -> None:
-        answer = await self.client.create_scores([{**body, "timestamp": timestamp}])
+    async def _batch(self, scores: list[Score]) -> None:
+        answer = await self.client.create_scores([{**body, "timestamp": ts} for body, ts in scores])
         rejected = getattr(answer, "rejected", 0) or 0
-        if rejected:  # a 207 is never retried automatically (it would duplicate the accepted ones)
+        if rejected:  # a 207 is not retried as a whole (the outbox tries the scores again one by one)
             errors = getattr(answer, "errors", None) or []
-            raise PermanentSinkError(f"POST /scores rejected the score: {[getattr(e, 'message', e) for e in errors]}")
+            raise PermanentSinkError(
+                f"POST /scores rejected {rejected} of {len(scores)}: {[getattr(e, 'message', e) for e in errors]}"
+            )
+
+
+def _event(body: dict[str, Any], timestamp: str) -> dict[str, Any]:
+    """The `score-create` event of a score; the same content gets the same event id."""
+    event_id = str(uuid.uuid5(RESULT_NAMESPACE, dumps(body) + timestamp))
+    return {"id": event_id, "timestamp": timestamp, "type": "score-create", "body": body}
+
+
+def _status(error: dict[str, Any]) -> int:
+    """An `/ingestion` event error's HTTP status (500 when it has none)."""
+    status = error.get("status")
+    return status if isinstance(status, int) else 500
 
 
 class LangfuseSink(BaseSink):
     """`Sink` named `langfuse`: results -> scores, reviews -> the annotation queue, retractions ->
-    scores deleted. Everything it writes comes from the delivery: it never reads the store."""
+    scores deleted. Everything it writes comes from the delivery: it never reads the store. A batch
+    of results goes out in one request (`ScoreWriter`)."""
 
     name = SOURCE
+    batch = True
 
     def __init__(self, settings: LangfuseSettings, *, client: LangfuseClient | None = None) -> None:
         self.settings = settings
@@ -194,22 +242,34 @@ class LangfuseSink(BaseSink):
         await self.client.aclose()
 
     async def deliver(self, delivery: Delivery) -> None:
+        await self.deliver_batch([delivery])
+
+    async def deliver_batch(self, deliveries: Sequence[Delivery]) -> None:
+        """Scores in as few requests as fit; a retraction or a review goes out after the scores
+        before it, so that it never overtakes them."""
+        scores: list[Score] = []
         try:
-            if isinstance(delivery, ResultDelivery):
-                await self._score(delivery)
-            elif isinstance(delivery, RetractDelivery):  # the result's thread merged into another
-                await self.client.delete_score(delivery.result_id)
-            elif self.review is not None:
-                await self.review.route(delivery)
+            for delivery in deliveries:
+                if isinstance(delivery, ResultDelivery):
+                    scores += await self._score(delivery)
+                    continue
+                await self.writer.write(scores)
+                scores = []
+                if isinstance(delivery, RetractDelivery):  # the result's thread merged into another
+                    await self.client.delete_score(delivery.result_id)
+                elif self.review is not None:
+                    await self.review.route(delivery)
+            await self.writer.write(scores)
         except LangfuseError as exc:
             if exc.permanent:
                 raise PermanentSinkError(str(exc)) from exc
             raise
 
-    async def _score(self, delivery: ResultDelivery) -> None:
+    async def _score(self, delivery: ResultDelivery) -> list[Score]:
+        """The score of a result (none for a result that is not `ok`)."""
         result = delivery.result
         if result.status is not Status.OK or result.score is None:
-            return
+            return []
         where = target(delivery)
         if where.start_ns <= 0:
             raise PermanentSinkError(f"{delivery.thread_key} {delivery.target}: no start time for the score timestamp")
@@ -217,5 +277,4 @@ class LangfuseSink(BaseSink):
         scale = self.configs.scale(result.metric)
         if config is not None and config.data_type == "CATEGORICAL" and (scale is None or result.label not in scale):
             raise PermanentSinkError(f"{result.metric}: label {result.label!r} is not a category of its score config")
-        body = build_score(delivery.result_id, result, where, config, delivery.thread_version)
-        await self.writer.write(body, iso(where.start_ns))
+        return [(build_score(delivery.result_id, result, where, config, delivery.thread_version), iso(where.start_ns))]

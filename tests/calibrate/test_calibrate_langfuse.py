@@ -46,8 +46,12 @@ def write_ours(server: FakeLangfuseServer, results: dict[str, tuple[MetricResult
         client = LangfuseClient(lf_settings(server))
         try:
             writer = ScoreWriter(client)
-            for score_id, (result, target) in results.items():
-                await writer.write(build_score(score_id, result, target, None, 1), "2026-01-01T00:00:00Z")
+            await writer.write(
+                [
+                    (build_score(i, result, target, None, 1), "2026-01-01T00:00:00Z")
+                    for i, (result, target) in results.items()
+                ]
+            )
         finally:
             await client.aclose()
 

@@ -265,10 +265,10 @@ async def test_rejected_scores_are_permanent_failures(batches: bool):
         try:
             if batches:  # a 207 is never retried: it would duplicate the accepted scores of the batch
                 with pytest.raises(PermanentSinkError, match="rejected"):
-                    await writer.write(both_targets, "2026-11-30T10:00:00.000Z")
+                    await writer.write([(both_targets, "2026-11-30T10:00:00.000Z")])
             else:  # /ingestion answers 207 with a per-event 400
                 with pytest.raises(LangfuseError) as failure:
-                    await writer.write(both_targets, "2026-11-30T10:00:00.000Z")
+                    await writer.write([(both_targets, "2026-11-30T10:00:00.000Z")])
                 assert failure.value.status == 400 and failure.value.permanent
         finally:
             await client.aclose()

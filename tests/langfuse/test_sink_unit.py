@@ -11,7 +11,8 @@ from tracing_eval.assemble import parts_from_stored, thread_from_parts
 from tracing_eval.connectors.langfuse.configs import ConfigRef, config_body, score_name
 from tracing_eval.connectors.langfuse.review import marked_versions, review_comment, review_object, split_key
 from tracing_eval.connectors.langfuse.settings import LangfuseSettings, parse_since
-from tracing_eval.connectors.langfuse.sink import LangfuseSink, Target, build_score, score_metadata, target
+from tracing_eval.connectors.langfuse.sink import LangfuseSink, Target, build_score, chunks, score_metadata, target
+from tracing_eval.conventions.values import dumps
 from tracing_eval.delivery import ResultDelivery
 from tracing_eval.model import MetricResult, Scope, Span
 from tracing_eval.pipeline import outgoing_result
@@ -27,6 +28,17 @@ def test_score_names_fit_langfuse_config_names():
     long = score_name("criterion:" + "x" * 60)
     assert len(long) == 35 and long == score_name("criterion:" + "x" * 60)
     assert long != score_name("criterion:" + "x" * 59 + "y")
+
+
+def test_scores_are_cut_into_requests_under_the_body_limit_in_order():
+    scores = [({"id": str(i), "comment": "x" * (50 if i != 5 else 5000)}, "2026-11-30T12:00:00Z") for i in range(10)]
+    runs = list(chunks(scores, 1000))
+    assert [s for run in runs for s in run] == scores  # every score once, in order
+    # about 270 bytes each, three to a request; the 5,000-byte one alone
+    assert [[int(s[0]["id"]) for s in run] for run in runs] == [[0, 1, 2], [3, 4], [5], [6, 7, 8], [9]]
+    for run in runs:
+        assert len(run) == 1 or sum(len(dumps(body)) + 200 for body, _ in run) <= 1000
+    assert [len(run) for run in chunks(scores[:4] * 6, 10**6, max_scores=10)] == [10, 10, 4]  # and at most 10
 
 
 def test_config_bodies():
