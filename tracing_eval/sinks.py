@@ -134,7 +134,8 @@ async def deliver_outbox(
 
 def _split(rows: list[OutboxRow]) -> tuple[list[OutboxRow], list[OutboxRow]]:
     """A batch sink's rows: those it takes together, and the review rows, which go out one by one
-    after them (a review is routed in several requests, so it should not wait on a batch's lease)."""
+    after them. A result sent again by another replica after its batch outlived the lease lands
+    on the same score; a review is routed in several requests, so it gets a lease of its own."""
     return [r for r in rows if r.kind != REVIEW], [r for r in rows if r.kind == REVIEW]
 
 

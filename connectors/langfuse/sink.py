@@ -20,7 +20,9 @@ its timestamp is the target's start time (the trace's root start, or the session
 so a redelivery or a re-evaluation lands on the same ClickHouse row (same id, name and date).
 Scores go through the path that upserts on the server: `score-create` events on `/ingestion`
 (v3 and v4; the event timestamp is the score timestamp), or, where `/ingestion` is gone, the
-batch `POST /scores` with `timestamp` (servers >= v4.59).
+batch `POST /scores` with `timestamp` (servers >= v4.59). The sink takes the outbox's batches and
+writes `MAX_REQUEST_SCORES` scores to a request; a request with a score the server refuses for good
+fails the batch, which the outbox then tries again row by row, so that only that score is parked.
 """
 
 from __future__ import annotations
@@ -167,8 +169,8 @@ def chunks(scores: Sequence[Score], max_bytes: int, max_scores: int = MAX_REQUES
 
 
 class ScoreWriter:
-    """Writes scores through the upserting path of the server (see the module docstring), as many
-    per request as its body limit takes."""
+    """Writes scores through the upserting path of the server (see the module docstring), up to
+    `MAX_REQUEST_SCORES` to a request and within its body limit."""
 
     def __init__(self, client: LangfuseClient, mode: str = "auto") -> None:
         self.client = client
@@ -225,8 +227,9 @@ def _status(error: dict[str, Any]) -> int:
 
 class LangfuseSink(BaseSink):
     """`Sink` named `langfuse`: results -> scores, reviews -> the annotation queue, retractions ->
-    scores deleted. Everything it writes comes from the delivery: it never reads the store. A batch
-    of results goes out in one request (`ScoreWriter`)."""
+    scores deleted. Everything it writes comes from the delivery: it never reads the store. It
+    takes the outbox's batches of results and writes their scores `MAX_REQUEST_SCORES` to a
+    request (`ScoreWriter`)."""
 
     name = SOURCE
     batch = True
@@ -245,8 +248,8 @@ class LangfuseSink(BaseSink):
         await self.deliver_batch([delivery])
 
     async def deliver_batch(self, deliveries: Sequence[Delivery]) -> None:
-        """Scores in as few requests as fit; a retraction or a review goes out after the scores
-        before it, so that it never overtakes them."""
+        """The scores of the results, `MAX_REQUEST_SCORES` to a request; a retraction or a review
+        goes out after the scores before it, so that it never overtakes them."""
         scores: list[Score] = []
         try:
             for delivery in deliveries:
