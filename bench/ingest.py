@@ -549,7 +549,7 @@ def main() -> None:
                 "results": results,
             },
         )
-        print(f"\n(wrote {path.relative_to(REPO)})", file=sys.stderr)
+        print(f"\n(wrote {path})", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -639,7 +639,7 @@ def main() -> None:
             "report": text,
         },
     )
-    log(f"wrote {path.relative_to(REPO)}")
+    log(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from tracing_eval import app, configdoc, server, worker
 from tracing_eval.config import ENV_PREFIX, HttpSettings, ReceiverSettings, Settings, load_settings
 from tracing_eval.connectors.otlp.decode import decode_traces, decompress, media_type
 from tracing_eval.ingest import conversation_ids
+from tracing_eval.store.history import Chains
 
 DEPLOY = REPO / "deploy"
 PORT = HttpSettings().port
@@ -547,13 +548,15 @@ def memory_mib(quantity: str) -> float:
 def test_the_sidecar_memory_limit_follows_the_sizing_rule_for_its_receiver_limits(tmp_path: Path) -> None:
     """docs/reliability.md, Sizing: idle worker + 7 x max_inflight_bytes + evaluation + the store's
     memories of recent histories must fit the limit (measured: 102 MiB idle, 6.4 to 6.9 x for the
-    smallest spans, about 100 MiB evaluating; the memories are bounded to about 40 MiB)."""
+    smallest spans, about 100 MiB evaluating; the memories are bounded: the last histories to
+    `Chains.max_bytes`, the ids of nodes stored lately to about 24 MiB)."""
     configmap = k8s("ConfigMap")
     settings = load_toml_text(next(iter(configmap["data"].values())), tmp_path)
     env = {e["name"]: e.get("value") for e in CONTAINERS["tracing-eval"].get("env", [])}
     assert not {"TRACING_EVAL_RECEIVER__MAX_INFLIGHT_BYTES", "TRACING_EVAL_RECEIVER__MAX_BODY_BYTES"} & env.keys()
     receiver = settings.receiver
-    needed = 110 + 7 * receiver.max_inflight_bytes / 2**20 + 100 + 40
+    memories = Chains().max_bytes / 2**20 + 24
+    needed = 110 + 7 * receiver.max_inflight_bytes / 2**20 + 100 + memories
     limit = memory_mib(CONTAINERS["tracing-eval"]["resources"]["limits"]["memory"])
     assert needed <= limit, (needed, limit)
     assert receiver.max_inflight_bytes == ReceiverSettings().max_inflight_bytes  # the manifest shows the defaults

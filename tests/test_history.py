@@ -103,6 +103,30 @@ def test_a_history_that_diverges_gets_nodes_of_its_own() -> None:
     assert len(nodes) == 6 + 4  # the shared first two, then two chains apart
 
 
+def test_only_the_nodes_a_thread_lacks_are_added() -> None:
+    """An ingest adds the nodes after the last one its thread has: in this ingest's nodes or stored
+    (committed) before. Without what was stored, the whole chain goes again, under the same ids."""
+    chains = Chains()
+
+    def chat(n: int) -> Span:
+        return Span(trace_id=f"{n:032x}", span_id="c" * 16, attributes={"gen_ai.input.messages": messages(n)})
+
+    first: Nodes = {}
+    span_record(chat(4), first, chains, "otlp:c")
+    assert len(first) == 4
+    second: Nodes = {}
+    data = span_record(chat(6), second, chains, "otlp:c", stored=set(first))
+    assert len(second) == 2
+    (oldest,) = [parent for parent, _ in second.values() if parent not in second]
+    assert oldest in first  # the new tail hangs on the stored chain
+    assert read_span(data, Histories(first | second)).attributes == chat(6).attributes
+    span_record(chat(8), second, chains, "otlp:c", stored=set(first))  # the same ingest, a later turn
+    assert len(second) == 4
+    again: Nodes = {}
+    span_record(chat(8), again, chains, "otlp:c")  # nothing stored known: the whole chain
+    assert again == first | second
+
+
 def test_forms_it_cannot_rebuild_exactly_stay_inline() -> None:
     odd = {
         "llm.input_messages.1.message.role": "user",  # no index 0

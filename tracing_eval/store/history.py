@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Set
 from operator import methodcaller
 from typing import Any, NamedTuple, TypeVar
 
@@ -79,7 +79,7 @@ class Chains:
     items it shares. Holds at most about `max_bytes`, least recent chains first out; forgetting one
     only costs hashing again."""
 
-    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, max_bytes: int = 48 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
         self.held = 0
         #: slot -> (items, node ids, bytes held, source, bytes of the items)
@@ -90,8 +90,17 @@ class Chains:
         found = self._last.get(slot)
         return None if found is None or found[3] is None else (found[3], found[0])
 
-    def add(self, slot: tuple[str, str], items: list[bytes], nodes: Nodes, source: Any = None) -> str:
-        """Add the chain of `items` to `nodes`; returns the id of its last node."""
+    def add(
+        self,
+        slot: tuple[str, str],
+        items: list[bytes],
+        nodes: Nodes,
+        source: Any = None,
+        stored: Set[str] = frozenset(),
+    ) -> str:
+        """Add the nodes of the chain of `items` to `nodes`, but for those already in `nodes` or in
+        `stored` (a node in either has its whole chain there too, so only the tail after the last such
+        node is added); returns the id of its last node."""
         last_items, last_ids, last_size, _, last_bytes = self._last.pop(slot, ([], [], 0, None, 0))
         self.held -= last_size
         same = min(len(items), len(last_items))  # the shared leading items (list equality runs in C)
@@ -106,7 +115,12 @@ class Chains:
             kept.append(bytes(memoryview(data)))  # an exact-size copy to keep (orjson's output may not be)
             ids.append(parent)
             kept_bytes += len(data)
-        nodes.update(zip(ids, zip([None, *ids[:-1]], kept, strict=True), strict=True))
+        new = len(ids)  # the nodes after the last one that is there already
+        while new and ids[new - 1] not in nodes and ids[new - 1] not in stored:
+            new -= 1
+        if new < len(ids):
+            parents = [ids[new - 1] if new else None, *ids[new:-1]]
+            nodes.update(zip(ids[new:], zip(parents, kept[new:], strict=True), strict=True))
         size = kept_bytes + 100 * len(ids) + _size_of(source, kept_bytes)
         self._last[slot] = (kept, ids, size, source, kept_bytes)
         self.held += size
@@ -141,7 +155,9 @@ class ObjectText(NamedTuple):
     rest: dict[str, Any]
 
 
-def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str]) -> dict[str, Any] | None:
+def _json_history(
+    value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str], stored: Set[str]
+) -> dict[str, Any] | None:
     """The marker for a JSON message list (string or structured), or None to keep `value` inline."""
     as_text = isinstance(value, str)
     if as_text:
@@ -149,11 +165,11 @@ def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str
             return None
         grown = _grown_list(value, chains, slot)
         if grown is not None:
-            return {"s": True, "head": chains.add(slot, grown, nodes, value)}
+            return {"s": True, "head": chains.add(slot, grown, nodes, value, stored)}
         found = _grown_object(value, chains, slot)
         if found is not None:
             items, obj = found
-            return {"s": True, "at": obj.at, "rest": obj.rest, "head": chains.add(slot, items, nodes, obj)}
+            return {"s": True, "at": obj.at, "rest": obj.rest, "head": chains.add(slot, items, nodes, obj, stored)}
         text = value
         try:
             value = orjson.loads(value)
@@ -184,7 +200,7 @@ def _json_history(value: Any, nodes: Nodes, chains: Chains, slot: tuple[str, str
         source = text
     elif as_text:
         source = ObjectText(text, _object_close(text, items, marker, chains.source(slot)), marker["at"], marker["rest"])
-    marker["head"] = chains.add(slot, items, nodes, source)
+    marker["head"] = chains.add(slot, items, nodes, source, stored)
     return marker
 
 
@@ -281,7 +297,7 @@ def _grown_list(text: str, chains: Chains, slot: tuple[str, str]) -> list[bytes]
 
 
 def _flat_history(
-    attrs: Mapping[str, Any], prefix: str, nodes: Nodes, chains: Chains, slot: tuple[str, str]
+    attrs: Mapping[str, Any], prefix: str, nodes: Nodes, chains: Chains, slot: tuple[str, str], stored: Set[str]
 ) -> tuple[dict[str, Any], list[str]] | None:
     """The marker for the flattened history under `prefix` and the keys it replaces, or None when its
     keys are not grouped by index 0, 1, 2, ... in order (such a history stays as it came).
@@ -325,21 +341,24 @@ def _flat_history(
         items += [orjson.dumps(group) for group in groups]
     except (TypeError, orjson.JSONEncodeError):
         return None
-    return {"flat": True, "head": chains.add(slot, items, nodes, (keys, values, ends))}, keys
+    return {"flat": True, "head": chains.add(slot, items, nodes, (keys, values, ends), stored)}, keys
 
 
-def split(attrs: dict[str, Any], nodes: Nodes, chains: Chains, thread_key: str) -> dict[str, Any]:
-    """`attrs` with its histories moved into `nodes` (the same dict when it has none)."""
+def split(
+    attrs: dict[str, Any], nodes: Nodes, chains: Chains, thread_key: str, stored: Set[str] = frozenset()
+) -> dict[str, Any]:
+    """`attrs` with its histories moved into `nodes` (the same dict when it has none); nodes that the
+    thread has in `nodes` or in `stored` already are not added again."""
     out: dict[str, Any] | None = None
     for key in JSON_KEYS.intersection(attrs):
-        marker = _json_history(attrs[key], nodes, chains, (thread_key, key))
+        marker = _json_history(attrs[key], nodes, chains, (thread_key, key), stored)
         if marker is not None:
             out = out if out is not None else dict(attrs)
             out[key] = {MARK: marker}
     for prefix, first in FLAT_PREFIXES:
         if first not in attrs:
             continue
-        found = _flat_history(attrs, prefix, nodes, chains, (thread_key, prefix))
+        found = _flat_history(attrs, prefix, nodes, chains, (thread_key, prefix), stored)
         if found is not None:
             marker, keys = found
             out = out if out is not None else dict(attrs)
@@ -349,14 +368,15 @@ def split(attrs: dict[str, Any], nodes: Nodes, chains: Chains, thread_key: str) 
     return attrs if out is None else out
 
 
-def _event_record(event: SpanEvent, nodes: Nodes, chains: Chains, thread_key: str) -> dict[str, Any]:
+def _event_record(event: SpanEvent, nodes: Nodes, chains: Chains, thread_key: str, stored: Set[str]) -> dict[str, Any]:
     attrs = event.attributes
-    attributes = split(attrs, nodes, chains, thread_key) if isinstance(attrs, dict) else attrs
+    attributes = split(attrs, nodes, chains, thread_key, stored) if isinstance(attrs, dict) else attrs
     return {"name": event.name, "time_ns": event.time_ns, "attributes": attributes, "body": event.body}
 
 
-def span_record(span: Span, nodes: Nodes, chains: Chains, thread_key: str) -> bytes:
-    """The stored form of `span` (JSON) in thread `thread_key`, its histories added to `nodes`."""
+def span_record(span: Span, nodes: Nodes, chains: Chains, thread_key: str, stored: Set[str] = frozenset()) -> bytes:
+    """The stored form of `span` (JSON) in thread `thread_key`, its histories' nodes added to `nodes`
+    but for those the thread has there or in `stored` (committed) already."""
     return orjson.dumps(
         {
             "trace_id": span.trace_id,
@@ -368,17 +388,19 @@ def span_record(span: Span, nodes: Nodes, chains: Chains, thread_key: str) -> by
             "end_ns": span.end_ns,
             "status": span.status,
             "status_message": span.status_message,
-            "attributes": split(span.attributes, nodes, chains, thread_key),
-            "events": [_event_record(e, nodes, chains, thread_key) for e in span.events],
+            "attributes": split(span.attributes, nodes, chains, thread_key, stored),
+            "events": [_event_record(e, nodes, chains, thread_key, stored) for e in span.events],
             "resource": span.resource,
             "scope": span.scope,
         }
     )
 
 
-def event_record(event: SpanEvent, nodes: Nodes, chains: Chains, thread_key: str) -> bytes:
-    """The stored form of a log event joined to a span, its histories added to `nodes`."""
-    return orjson.dumps(_event_record(event, nodes, chains, thread_key))
+def event_record(
+    event: SpanEvent, nodes: Nodes, chains: Chains, thread_key: str, stored: Set[str] = frozenset()
+) -> bytes:
+    """The stored form of a log event joined to a span, its histories added as `span_record` does."""
+    return orjson.dumps(_event_record(event, nodes, chains, thread_key, stored))
 
 
 class Joined(dict[str, Any]):

@@ -288,17 +288,14 @@ class SqlStore:
                 elif s.trace_id in existing and not existing[s.trace_id].conversation_id:
                     conv = batch.conversations.get(s.trace_id)
                     keys[s.trace_id] = thread_key(batch.source, conv, s.trace_id) if conv else keys[s.trace_id]
-            nodes: dict[str, history.Nodes] = defaultdict(dict)
+            nodes: dict[str, history.Nodes] = defaultdict(dict)  # per thread: nodes not stored in it before
+            stored = {key: self._known.known(key, now) for key in set(keys.values())}
             if spans:
-                span_rows = [
-                    (
-                        s.trace_id,
-                        s.span_id,
-                        history.span_record(s, nodes[keys[s.trace_id]], self._chains, keys[s.trace_id]),
-                        now,
-                    )
-                    for s in spans
-                ]
+                span_rows = []
+                for s in spans:
+                    key = keys[s.trace_id]
+                    data = history.span_record(s, nodes[key], self._chains, key, stored[key])
+                    span_rows.append((s.trace_id, s.span_id, data, now))
                 # a trace not stored before has no spans yet: each of its spans changes it, so they are
                 # written in a plain executemany; spans of stored traces say whether they changed. On
                 # PostgreSQL the runs go in key order (the rows' lock order, see above).
@@ -324,7 +321,7 @@ class SqlStore:
                 for trace_id, span_id, ev in batch.events:  # a repeated event has one digest: stored once
                     key = keys.get(trace_id)  # histories of events of a trace not stored yet stay inline
                     data = (
-                        history.event_record(ev, nodes[key], self._chains, key)
+                        history.event_record(ev, nodes[key], self._chains, key, stored[key])
                         if key
                         else orjson.dumps(ev.model_dump())
                     )
@@ -345,7 +342,7 @@ class SqlStore:
                 for chunk in _chunks(rows):
                     changed.update((await conn.execute(insert, list(chunk))).scalars())
                 stats.events = len(rows)
-            await self._store_nodes(conn, nodes, now)
+            await self._store_nodes(conn, nodes)
             touched = await self._touch_threads(conn, batch, existing, keys, changed, now)
             stats.threads_changed = len(touched)
             for name, value in batch.source_state.items():
@@ -366,16 +363,14 @@ class SqlStore:
             found.update({r.trace_id: r for r in res})
         return found
 
-    async def _store_nodes(self, conn: AsyncConnection, nodes: dict[str, history.Nodes], now: float) -> None:
-        """Insert the history nodes that this process did not store in their thread moments ago."""
-        rows = []
-        for key, found in sorted(nodes.items()):
-            known = self._known.known(key, now)
-            rows += [
-                (key, node_id, parent, data)
-                for node_id, (parent, data) in sorted(found.items())
-                if node_id not in known
-            ]
+    async def _store_nodes(self, conn: AsyncConnection, nodes: dict[str, history.Nodes]) -> None:
+        """Insert the history nodes of an ingest (`history.span_record` leaves out those this process
+        stored in their thread moments ago)."""
+        rows = [
+            (key, node_id, parent, data)
+            for key, found in sorted(nodes.items())
+            for node_id, (parent, data) in sorted(found.items())
+        ]
         if rows:
             insert = self._insert(t.messages).on_conflict_do_nothing()
             await self._executemany(conn, "messages", insert, _MESSAGE_COLUMNS, rows)
