@@ -17,12 +17,13 @@ from tracing_eval.config import Settings
 from tracing_eval.connectors.otlp.decode import PROTOBUF, decode_traces
 from tracing_eval.ingest import make_batch
 from tracing_eval.metrics.catalogue import build_metrics
-from tracing_eval.pipeline import Pipeline
+from tracing_eval.pipeline import Pipeline, TickStats
 from tracing_eval.retention import DAY
 from tracing_eval.store import schema as t
 from tracing_eval.store.base import IngestBatch
 from tracing_eval.store.sql import SqlStore
 from tracing_eval.telemetry import Telemetry
+from tracing_eval.worker import Worker
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 
@@ -267,6 +268,33 @@ async def test_a_schema_1_store_is_upgraded_in_place(store: SqlStore, settings: 
         ]
     finally:
         await upgraded.close()
+
+
+async def test_the_worker_ticks_again_at_once_while_a_tick_ran_out_of_time_with_threads_ready(
+    store: SqlStore, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tick stops claiming after `tick_seconds`; with full batches still ready the worker does not
+    idle until the next interval (the sidecar's drain ran at two thirds of its core that way) but
+    ticks again, until a batch comes back short."""
+    clock = Clock(T0)
+    settings.schedule.batch_size = 2
+    settings.schedule.tick_seconds = 1e-9  # every tick's time runs out after its first batch
+    p = pipeline(store, settings, clock)
+    for c in range(5):
+        await store.ingest(turn(f"w{c}", 0, []), clock())
+    clock.now += settings.schedule.thread_idle_seconds + 1
+    ticks: list[TickStats] = []
+    tick = p.tick
+
+    async def counted(**kwargs: Any) -> TickStats:
+        ticks.append(await tick(**kwargs))
+        return ticks[-1]
+
+    monkeypatch.setattr(p, "tick", counted)
+    assert await Worker(settings, p).tick() is ticks[-1]
+    assert [s.threads_evaluated for s in ticks] == [2, 2, 1]
+    assert [s.more for s in ticks] == [True, True, False]
+    assert all(s["evaluated_version"] == s["version"] for s in await store.thread_states())
 
 
 async def test_a_tick_claims_batch_after_batch_while_full_batches_are_ready(

@@ -50,6 +50,8 @@ class TickStats:
     errors: int = 0
     lost_leases: int = 0
     delivery: DeliveryStats = field(default_factory=DeliveryStats)
+    #: the tick's time ran out after a full batch: more threads may be ready now
+    more: bool = False
 
 
 @dataclass
@@ -82,7 +84,7 @@ class Pipeline:
     async def tick(self, *, settle_all: bool = False, deliver: bool = True) -> TickStats:
         """Pull, claim, evaluate and record, then (with `deliver`) deliver the outbox. Claims go on batch
         after batch while full batches are ready, for up to `tick_seconds` (a backlog drains without
-        waiting for the next tick). With `settle_all`, every turn and thread counts as ready, and
+        waiting for the next tick; `TickStats.more` says the time ran out first). With `settle_all`, every turn and thread counts as ready, and
         claims go on until none is left. The long-running worker delivers on a
         schedule of its own, so deliveries and evaluations do not wait for each other."""
         started = time.perf_counter()
@@ -106,7 +108,9 @@ class Pipeline:
                 self.owner, self.clock(), ready, schedule.batch_size, schedule.lease_seconds
             )
             await self._evaluate_all(claims, stats)
-            if not claims or (not settle_all and (len(claims) < schedule.batch_size or time.monotonic() >= until)):
+            full = len(claims) >= schedule.batch_size
+            if not claims or (not settle_all and (not full or time.monotonic() >= until)):
+                stats.more = full
                 break
         if deliver:
             stats.delivery = await self.deliver()
