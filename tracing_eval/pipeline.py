@@ -84,9 +84,10 @@ class Pipeline:
     async def tick(self, *, settle_all: bool = False, deliver: bool = True) -> TickStats:
         """Pull, claim, evaluate and record, then (with `deliver`) deliver the outbox. Claims go on batch
         after batch while full batches are ready, for up to `tick_seconds` (a backlog drains without
-        waiting for the next tick; `TickStats.more` says the time ran out first). With `settle_all`, every turn and thread counts as ready, and
-        claims go on until none is left. The long-running worker delivers on a
-        schedule of its own, so deliveries and evaluations do not wait for each other."""
+        waiting for the next tick; `TickStats.more` says the time ran out first). With `settle_all`,
+        every turn and thread counts as ready, and claims go on until none is left. The long-running
+        worker delivers on a schedule of its own, so deliveries and evaluations do not wait for each
+        other."""
         started = time.perf_counter()
         stats = TickStats()
         for source in self.sources:
