@@ -136,9 +136,12 @@ def _body(calls: list[Span], io: dict[str, _IO], root_final: Message | None) -> 
 
 
 class _Readings:
-    """What the conventions read from the spans of one trace, each read once."""
+    """What the conventions read from the spans of one trace (unique, by start time: `_unique`),
+    each read once, and its root."""
 
     def __init__(self, spans: list[Span]) -> None:
+        self.spans = spans
+        self.root = _root(spans)
         self.kinds = {s.span_id: conventions.span_kind(s) for s in spans}
         self._inputs: dict[str, list[Message]] = {}
 
@@ -152,12 +155,13 @@ class _Readings:
 
 def turn_from_trace(spans: list[Span], index: int = 0, readings: _Readings | None = None) -> Turn | None:
     """One trace -> one turn; None when the trace holds no recognisable LLM content."""
-    spans = _unique(spans)
-    if not spans:
-        return None
-    readings = readings or _Readings(spans)
+    if readings is None:
+        spans = _unique(spans)
+        if not spans:
+            return None
+        readings = _Readings(spans)
+    spans, root = readings.spans, readings.root
     by_id = {s.span_id: s for s in spans}
-    root = _root(spans)
     kinds = readings.kinds
     llm_ids = {s.span_id for s in spans if kinds[s.span_id] == "llm"}
     io = {sid: (readings.inputs(by_id[sid]), conventions.output_messages(by_id[sid])) for sid in llm_ids}
@@ -239,11 +243,12 @@ def unreadable(reason: Literal["unknown_answer", "no_turn"], spans: list[Span]) 
 def system_prompt(spans: list[Span], readings: _Readings | None = None) -> str | None:
     """The system prompt of a trace: `gen_ai.system_instructions` or system-role input messages,
     from the first model call that has one (agent spans and the root as fallbacks)."""
-    spans = _unique(spans)
-    if not spans:
-        return None
-    readings = readings or _Readings(spans)
-    root = _root(spans)
+    if readings is None:
+        spans = _unique(spans)
+        if not spans:
+            return None
+        readings = _Readings(spans)
+    spans, root = readings.spans, readings.root
     kinds = readings.kinds
     ordered = [s for s in spans if kinds[s.span_id] == "llm"]
     ordered += [s for s in spans if kinds[s.span_id] == "agent" or s is root]
@@ -252,10 +257,6 @@ def system_prompt(spans: list[Span], readings: _Readings | None = None) -> str |
         if found:
             return found
     return None
-
-
-def _conversation_id(spans: list[Span]) -> str | None:
-    return next(filter(None, map(conventions.thread_id, _roots_first(spans))), None)
 
 
 class TracePart(BaseModel):
@@ -282,17 +283,17 @@ def part_is_current(data: bytes) -> bool:
 
 def trace_part(spans: list[Span]) -> TracePart:
     """Assemble one trace (it must have spans)."""
-    unique = _unique(spans)
-    readings = _Readings(unique)
-    system = system_prompt(unique, readings)  # before the turn: assembling it changes what was read
-    turn = turn_from_trace(unique, readings=readings)
-    first = _roots_first(unique)
+    readings = _Readings(_unique(spans))
+    system = system_prompt(spans, readings)  # before the turn: assembling it changes what was read
+    turn = turn_from_trace(spans, readings=readings)
+    root = readings.root
+    first = [root, *(s for s in readings.spans if s is not root)]  # the root first
     return TracePart(
-        trace_id=first[0].trace_id,
-        start_ns=_start(unique),
+        trace_id=root.trace_id,
+        start_ns=root.start_ns,
         turn=turn,
         system_prompt=system,
-        conversation_id=_conversation_id(spans),
+        conversation_id=next(filter(None, map(conventions.thread_id, first)), None),
         environment=next(filter(None, map(conventions.environment, first)), None),
         unreadable=unreadable("no_turn", first) if turn is None else None,
     )
@@ -323,20 +324,6 @@ def thread_from_parts(key: str, parts: list[TracePart], *, source: str = "otlp",
 def thread_from_traces(key: str, traces: list[list[Span]], *, source: str = "otlp", version: int = 1) -> Thread:
     """`thread_from_parts` over traces given as their spans (empty traces are skipped)."""
     return thread_from_parts(key, [trace_part(spans) for spans in traces if spans], source=source, version=version)
-
-
-def _roots_first(spans: list[Span]) -> list[Span]:
-    """The trace's spans by start time, its root first (none for no spans)."""
-    unique = _unique(spans)
-    if not unique:
-        return []
-    root = _root(unique)
-    return [root, *(s for s in unique if s is not root)]
-
-
-def _start(spans: list[Span]) -> int:
-    unique = _unique(spans)
-    return _root(unique).start_ns if unique else 0
 
 
 def parts_from_stored(stored: StoredThread) -> tuple[list[TracePart], dict[str, tuple[int, bytes]]]:

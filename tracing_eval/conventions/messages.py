@@ -35,7 +35,8 @@ _OUTPUT_KEYS = ("output", "answer", "response", "result", "completion", "text", 
 def role_of(value: Any, default: Role | None = None) -> Role | None:
     """Canonical role for a role string (`human`, `model`, `developer`, ... included)."""
     if isinstance(value, str):
-        return _ROLES.get(value.strip().lower(), default)
+        found = _ROLES.get(value)  # as most instrumentations write it
+        return found if found is not None else _ROLES.get(value.strip().lower(), default)
     return default
 
 
@@ -74,9 +75,9 @@ def turn_tail(items: list[Any], role: Callable[[Any], Role | None]) -> list[Any]
     before that answer belongs to earlier turns; an assistant item always reads as (ending with) an
     assistant message, so the messages read from the tail end exactly as those of the whole history
     do, and the tail is empty only when the whole history is."""
-    roles = [role(item) for item in items]
-    cut = max((i for i, r in enumerate(roles) if r == "assistant"), default=0)
-    return [item for i, item in enumerate(items) if i >= cut or roles[i] == "system"]
+    roles = list(map(role, items))
+    cut = len(roles) - 1 - roles[::-1].index("assistant") if "assistant" in roles else 0
+    return [item for item, r in zip(items[:cut], roles, strict=False) if r == "system"] + items[cut:]
 
 
 def parts_message(raw: dict[str, Any], *, output: bool = False) -> list[Message]:

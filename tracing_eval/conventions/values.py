@@ -137,12 +137,15 @@ def _is_text_block(value: Any) -> bool:
 
 
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
-    """Group flattened `<prefix>N.<rest>` attributes by N, in index order: `[{rest: value}, ...]`.
-    Attributes read back from the store keep their flattened histories grouped (`history.Joined`):
-    those groups are taken as they are."""
+    """Group flattened `<prefix>N.<rest>` attributes by N, in index order: `[{rest: value}, ...]`
+    (read only: they may be shared). Attributes read back from the store keep their flattened
+    histories grouped (`history.Joined`): those groups are taken as they are."""
     groups_of = getattr(attrs, "groups", None)
     if groups_of is not None and prefix in groups_of and len(attrs) == getattr(attrs, "size", -1):
-        return [{rest: value for rest, value in fields.items() if rest} for fields in groups_of[prefix]]
+        stored = groups_of[prefix]
+        if any("" in fields for fields in stored):  # `<prefix>N.` names no field
+            return [{rest: value for rest, value in fields.items() if rest} for fields in stored]
+        return stored
     try:
         keys = list(filter(methodcaller("startswith", prefix), attrs))  # the filter runs in C
     except (AttributeError, TypeError):  # a key that is not a string
