@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 import pydantic_core
-from sqlalchemy import and_, delete, event, func, literal, literal_column, or_, select, update
+from sqlalchemy import Integer, and_, bindparam, delete, event, func, literal, literal_column, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
@@ -217,6 +217,7 @@ class SqlStore:
         self._known = history.KnownNodes()
         self._chains = history.Chains()
         self._compiled: dict[str, str] = {}  # SQL of the bulk inserts by name (`_executemany`)
+        self._releases: dict[bool, Any] = {}  # `_release` statements by mode
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -669,21 +670,14 @@ class SqlStore:
     async def record_many(self, items: Sequence[Evaluated], sinks: list[str], now: float) -> list[bool]:
         """`record` for several evaluations in one transaction (one commit); each is written only if
         its claim still holds its lease (False in its place otherwise, and nothing of it is written)."""
-        th = t.threads.c
-        turns_version = func.max if self.dialect == "sqlite" else func.greatest
         recorded: set[int] = set()
         parts: dict[str, tuple[int, bytes]] = {}
         async with self.engine.begin() as conn:
             order = sorted(range(len(items)), key=lambda i: items[i].claim.thread_key)  # one lock order
             for i in order:
                 item, claim = items[i], items[i].claim
-                values: dict[str, Any] = {"lease_owner": None, "lease_until": None, "attempts": 0, "last_error": None}
-                values["turns_evaluated_version"] = turns_version(th.turns_evaluated_version, claim.version)
-                if claim.mode is Mode.THREAD:
-                    values["evaluated_version"] = claim.version
-                res = await conn.execute(
-                    update(t.threads).where(th.key == claim.thread_key, th.lease_owner == claim.owner).values(**values)
-                )
+                params = {"claim_key": claim.thread_key, "claim_owner": claim.owner, "claim_version": claim.version}
+                res = await conn.execute(self._release(claim.mode is Mode.THREAD), params)
                 if res.rowcount != 1:
                     continue
                 recorded.add(i)
@@ -693,6 +687,23 @@ class SqlStore:
             await self._write_results(conn, [(items[i].claim, items[i].outgoing) for i in sorted(recorded)], sinks, now)
             await self._write_parts(conn, parts)
         return [i in recorded for i in range(len(items))]
+
+    def _release(self, thread_mode: bool) -> Any:
+        """The update that releases a claim's lease and marks its version evaluated (its turns; with
+        `thread_mode` the thread too), where the claim still holds the lease: parameters `claim_key`,
+        `claim_owner`, `claim_version`. Built once per store and mode."""
+        stmt = self._releases.get(thread_mode)
+        if stmt is None:
+            th = t.threads.c
+            turns_version = func.max if self.dialect == "sqlite" else func.greatest
+            version = bindparam("claim_version", type_=Integer)
+            values: dict[str, Any] = {"lease_owner": None, "lease_until": None, "attempts": 0, "last_error": None}
+            values["turns_evaluated_version"] = turns_version(th.turns_evaluated_version, version)
+            if thread_mode:
+                values["evaluated_version"] = version
+            where = (th.key == bindparam("claim_key"), th.lease_owner == bindparam("claim_owner"))
+            stmt = self._releases[thread_mode] = update(t.threads).where(*where).values(**values)
+        return stmt
 
     async def _write_parts(self, conn: AsyncConnection, parts: dict[str, tuple[int, bytes]]) -> None:
         """Store the assembled part of each trace at its revision."""
