@@ -24,7 +24,10 @@ utime + stime of the sidecar. The drain rate is threads per wall second with the
 and threads per CPU second. PostgreSQL is `PG_BENCH_URL` (as `bench/replicas.py`), a new database per
 run; between ingest and drain the bench runs `ANALYZE` there, as autovacuum would after a bulk load
 (the development machine's server runs with `autovacuum = off`, and without statistics the planner
-scans whole tables for every batch). Results go to `bench/out/backlog-<backend>-<sink>.json`.
+scans whole tables for every batch). A server without autovacuum never cleans the outbox's dead rows,
+and at 1M spans delivery then falls behind; to measure what a production server does, turn it on for
+the run (`ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();`, and `ALTER SYSTEM RESET
+autovacuum` after). Results go to `bench/out/backlog-<backend>-<sink>.json`.
 """
 
 from __future__ import annotations
