@@ -145,6 +145,12 @@ class _Readings:
         self.kinds = {s.span_id: conventions.span_kind(s) for s in spans}
         self._inputs: dict[str, list[Message]] = {}
 
+    @classmethod
+    def of(cls, spans: Iterable[Span]) -> _Readings | None:
+        """The readings of a trace given as its spans in any order (None for no spans)."""
+        unique = _unique(spans)
+        return cls(unique) if unique else None
+
     def inputs(self, span: Span) -> list[Message]:
         """The span's input messages as far as a turn needs them (`conventions.turn_inputs`)."""
         found = self._inputs.get(span.span_id)
@@ -155,11 +161,9 @@ class _Readings:
 
 def turn_from_trace(spans: list[Span], index: int = 0, readings: _Readings | None = None) -> Turn | None:
     """One trace -> one turn; None when the trace holds no recognisable LLM content."""
+    readings = readings or _Readings.of(spans)
     if readings is None:
-        spans = _unique(spans)
-        if not spans:
-            return None
-        readings = _Readings(spans)
+        return None
     spans, root = readings.spans, readings.root
     by_id = {s.span_id: s for s in spans}
     kinds = readings.kinds
@@ -243,11 +247,9 @@ def unreadable(reason: Literal["unknown_answer", "no_turn"], spans: list[Span]) 
 def system_prompt(spans: list[Span], readings: _Readings | None = None) -> str | None:
     """The system prompt of a trace: `gen_ai.system_instructions` or system-role input messages,
     from the first model call that has one (agent spans and the root as fallbacks)."""
+    readings = readings or _Readings.of(spans)
     if readings is None:
-        spans = _unique(spans)
-        if not spans:
-            return None
-        readings = _Readings(spans)
+        return None
     spans, root = readings.spans, readings.root
     kinds = readings.kinds
     ordered = [s for s in spans if kinds[s.span_id] == "llm"]
