@@ -3,13 +3,16 @@ environment, then `results` and `review` reading it back; a second run changes n
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from tests.conftest import EXAMPLES
 from tests.test_cli import invoke, jsonl
+from tracing_eval.store.sql import SqlStore
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
@@ -54,3 +57,51 @@ def test_doctor_and_run_name_an_unreachable_postgresql_without_its_password(
     assert res.exit_code == 2
     assert "cannot open the store at postgresql+asyncpg://tester:***@127.0.0.1:1/nowhere" in res.stderr
     assert "s3cret" not in res.output
+
+
+async def _autovacuum_server_setting(store: SqlStore) -> str:
+    async with store.engine.connect() as conn:
+        return str((await conn.execute(text("SHOW autovacuum"))).scalar())
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+async def test_the_store_names_autovacuum_off_on_the_server_and_on_its_tables(store: SqlStore) -> None:
+    server_off = await _autovacuum_server_setting(store) == "off"
+    found = await store.maintenance_problems()
+    assert [p for p in found if "off on this PostgreSQL server" in p] == (found[:1] if server_off else [])
+    assert not [p for p in found if "table(s)" in p]
+
+    async with store.engine.begin() as conn:
+        await conn.execute(text("ALTER TABLE outbox SET (autovacuum_enabled = false)"))
+        await conn.execute(text("ALTER TABLE results SET (autovacuum_enabled = off)"))
+    tables = [p for p in await store.maintenance_problems() if "table(s)" in p]
+    assert len(tables) == 1 and "table(s) outbox, results:" in tables[0] and "RESET (autovacuum_enabled)" in tables[0]
+
+    async with store.engine.begin() as conn:
+        await conn.execute(text("ALTER TABLE outbox RESET (autovacuum_enabled)"))
+        await conn.execute(text("ALTER TABLE results RESET (autovacuum_enabled)"))
+    assert not [p for p in await store.maintenance_problems() if "table(s)" in p]
+
+
+async def test_a_sqlite_store_has_no_maintenance_problem(store: SqlStore) -> None:
+    assert await store.maintenance_problems() == []
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+async def test_doctor_fails_and_run_warns_when_autovacuum_cannot_clean_the_outbox(
+    store: SqlStore, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with store.engine.begin() as conn:
+        await conn.execute(text("ALTER TABLE outbox SET (autovacuum_enabled = false)"))
+    monkeypatch.setenv("TRACING_EVAL_STORE__URL", store_url)
+    source = f"--source=otlp-file:{EXAMPLES / 'otel-genai.otlp.jsonl'}"
+
+    checked = await asyncio.to_thread(invoke, "doctor", source)
+    assert checked.exit_code == 1, checked.output
+    said = " ".join(checked.stdout.split())  # rich wraps long lines
+    assert "FAIL store maintenance: autovacuum is disabled for table(s) outbox:" in said
+    assert "never cleaned up" in said
+
+    ran = await asyncio.to_thread(invoke, "run", "--once", source)
+    assert ran.exit_code == 0, ran.output
+    assert "store maintenance" in ran.stderr and "table(s) outbox" in " ".join(ran.stderr.split())

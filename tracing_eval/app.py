@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import structlog
+
 from tracing_eval import registry
 from tracing_eval.config import ConfigError, Settings
 from tracing_eval.judge import JudgeCache, JudgeClient, JudgeObserver
@@ -27,6 +29,8 @@ from tracing_eval.sources import Source
 from tracing_eval.store.base import Store
 from tracing_eval.store.sql import SqlStore
 from tracing_eval.telemetry import Telemetry
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,8 @@ async def assemble(
     over finished input (`run --once`, `backfill`), so sources that only listen are left out."""
     store = build_store(settings)
     await store.open()
+    for problem in await store.maintenance_problems():
+        log.warning("store maintenance", problem=problem)
     pipeline = None
     try:
         wanted = [s for s in sources if not (once and s.entry.listens)]

@@ -88,6 +88,8 @@ def doctor(config_path: Path | None, sources: tuple[str, ...], sinks: tuple[str,
         try:
             await store.open()
             report(True, "store", store.engine.url.render_as_string(hide_password=True))
+            for problem in await store.maintenance_problems():
+                report(False, "store maintenance", problem)
         except StoreError as exc:
             report(False, "store", str(exc))
         finally:

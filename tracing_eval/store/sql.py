@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 import pydantic_core
-from sqlalchemy import Integer, and_, bindparam, delete, event, func, literal, literal_column, or_, select, update
+from sqlalchemy import Integer, and_, bindparam, delete, event, func, literal, literal_column, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
@@ -1124,6 +1124,39 @@ class SqlStore:
                 ]
                 return page_size * pages, page_size * free
             return int((await conn.execute(select(func.pg_database_size(func.current_database())))).scalar() or 0), None
+
+    async def maintenance_problems(self) -> list[str]:
+        """What about the database will make a long-running store degrade, one sentence each (empty
+        when nothing): on PostgreSQL, autovacuum off for the server or for one of the store's tables.
+        Every outbox row is updated when taken and when delivered, and retention deletes in
+        batches: without autovacuum those dead rows are never cleaned up, the store grows past
+        what retention keeps and taking outbox rows slows down (benchmarks.md, section 9)."""
+        if self.dialect != "postgresql":
+            return []
+        disabled = text(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relname = ANY(:tables) AND EXISTS ("
+            "SELECT 1 FROM unnest(c.reloptions) o WHERE lower(o) IN "
+            "('autovacuum_enabled=false', 'autovacuum_enabled=off', 'autovacuum_enabled=no', 'autovacuum_enabled=0'))"
+            " ORDER BY c.relname"
+        )
+        async with self.engine.connect() as conn:
+            server = (await conn.execute(select(func.current_setting("autovacuum")))).scalar()
+            tables = list((await conn.execute(disabled, {"tables": sorted(t.metadata.tables)})).scalars())
+        why = "its dead rows (outbox deliveries, retention's deletes) are never cleaned up: the store keeps growing"
+        problems = []
+        if server == "off":
+            problems.append(
+                f"autovacuum is off on this PostgreSQL server: {why} and taking outbox rows slows down "
+                "(turn it on: ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();)"
+            )
+        if tables:
+            names = ", ".join(tables)
+            problems.append(
+                f"autovacuum is disabled for table(s) {names}: {why} "
+                f"(for each: ALTER TABLE <name> RESET (autovacuum_enabled);)"
+            )
+        return problems
 
     # -- operations (readiness and Prometheus gauges) ----------------------------------------
 
