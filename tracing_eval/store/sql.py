@@ -1154,7 +1154,7 @@ class SqlStore:
             names = ", ".join(tables)
             problems.append(
                 f"autovacuum is disabled for table(s) {names}: {why} "
-                f"(for each: ALTER TABLE <name> RESET (autovacuum_enabled);)"
+                "(for each: ALTER TABLE <name> RESET (autovacuum_enabled);)"
             )
         return problems
 
