@@ -14,6 +14,8 @@ thread's work is counted too) is summed by wrapping the store's and the engine's
 - metrics: `evaluate.evaluate_all`;
 - record: `SqlStore.record_many` (results, outbox rows, stored turns; one transaction per batch);
 - claim: `SqlStore.claim`;
+- other: the rest of the tick's CPU (each result made a record with its id and anchor, review
+  routing, logging, the event loop);
 - deliver (with a sink; of which taking the rows, renewing their leases, marking them done): `Pipeline.deliver`, the outbox taken, every result sent as an evaluation
   event by the OTLP sink to an endpoint in a child process (its CPU is not counted), rows marked done;
   with `--sink langfuse`: every `ok` result written as a score by the Langfuse sink to the fake
@@ -153,6 +155,14 @@ async def run(args: argparse.Namespace) -> None:
         at = order.index("deliver") + 1
         order[at:at] = [k for k in SPENT if k.startswith(" ")]
     rows = [[name, f"{SPENT[name] * 1000 / n:.2f}", f"{SPENT[name] / cpu:.0%}"] for name in order]
+    other = cpu - sum(SPENT[name] for name in order if not name.startswith(" "))
+    rows.append(
+        [
+            "other (results to records, review routing, logging, the event loop)",
+            f"{other * 1000 / n:.2f}",
+            f"{other / cpu:.0%}",
+        ]
+    )
     rows.append(["total CPU", f"{cpu * 1000 / n:.2f}", "100%"])
     print(f"{n} threads of {args.turns} turns: {n / wall:.1f} threads/s wall, {n / cpu:.1f} threads per CPU second")
     print(table(["stage", "CPU ms per thread", "share"], rows))
