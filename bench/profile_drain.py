@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/profile_drain.py                       # 1,000 conversations
     .venv/bin/python bench/profile_drain.py --cprofile 30         # and the 30 costliest functions
+    .venv/bin/python bench/profile_drain.py --steady              # turn by turn, not a backlog
 
 `bench/workload.py` conversations are ingested into a new SQLite file (not timed), then one process
 pinned to core 0 runs the real `Pipeline` with the deterministic pack and no sink until every thread
@@ -20,6 +21,11 @@ thread's work is counted too) is summed by wrapping the store's and the engine's
   event by the OTLP sink to an endpoint in a child process (its CPU is not counted), rows marked done;
   with `--sink langfuse`: every `ok` result written as a score by the Langfuse sink to the fake
   Langfuse server of the tests (`tests/support/fakes/langfuse_server.py`, v4) in a child process.
+
+With `--steady` the conversations arrive turn by turn instead of as a backlog, on a fake clock: every
+conversation's next turn is stored, then a tick evaluates the turns that settled (turn evaluations),
+and after the last turn the threads go idle and are evaluated whole. The figures are per conversation
+and cover all of its evaluations (the ingest is not timed).
 """
 
 from __future__ import annotations
@@ -85,15 +91,19 @@ async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="tracing-eval-drain-") as tmp:
         store = SqlStore(f"sqlite+aiosqlite:///{tmp}/store.db")
         await store.open()
-        for body in wl.bodies:
-            spans = decode_traces(decompress(body, "gzip", 1 << 30), PROTOBUF).spans
-            await store.ingest(make_batch(spans, []), time.time())
+        spans = [s for body in wl.bodies for s in decode_traces(decompress(body, "gzip", 1 << 30), PROTOBUF).spans]
+        rounds = turn_rounds(spans, make_batch(spans, []).conversations) if args.steady else [spans]
+        if not args.steady:
+            await ingest_all(store, spans, make_batch, 0.0)
         for name in ("load_threads", "record_many", "claim"):
             setattr(SqlStore, name, timed(name.split("_")[0], getattr(SqlStore, name)))
         pipeline.parts_from_stored = timed("assemble", pipeline.parts_from_stored)
         pipeline.thread_from_parts = timed("assemble", pipeline.thread_from_parts)
         pipeline.evaluate_all = timed("metrics", pipeline.evaluate_all)
-        settings = Settings(metrics={"enabled": DETERMINISTIC_PACK}, schedule={"batch_size": args.batch})
+        settings = Settings(
+            metrics={"enabled": DETERMINISTIC_PACK},
+            schedule={"batch_size": args.batch, "turn_settle_seconds": SETTLE, "thread_idle_seconds": IDLE},
+        )
         sinks: list[Any] = []
         collector = None
         if args.sink == "otlp":
@@ -126,21 +136,39 @@ async def run(args: argparse.Namespace) -> None:
                 ("outbox_done", "  of which mark done"),
             ):
                 setattr(SqlStore, name, timed(stage, getattr(SqlStore, name)))
+        clock = [0.0]
         p = pipeline.Pipeline(
-            store=store, settings=settings, metrics=build_metrics(settings), owner="profile", sinks=sinks
+            store=store,
+            settings=settings,
+            metrics=build_metrics(settings),
+            owner="profile",
+            sinks=sinks,
+            clock=lambda: clock[0],
         )
         tune_gc()  # as `tracing-eval run` does
         profiler = cProfile.Profile() if args.cprofile else None
-        wall, cpu = time.perf_counter(), time.process_time()
-        if profiler is not None:
-            profiler.enable()
-        stats = await p.tick(settle_all=True, deliver=False)
-        if sinks:  # the worker delivers on a schedule of its own; here once every result is recorded
-            while (await p.deliver()).delivered:
-                pass
-        if profiler is not None:
-            profiler.disable()
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        stats = pipeline.TickStats()
+        wall = cpu = 0.0
+        for n, turn in enumerate(rounds):  # with --steady: every conversation's next turn, then a tick
+            if args.steady:
+                clock[0] = n * ROUND_SECONDS
+                await ingest_all(store, turn, make_batch, clock[0])
+                clock[0] += SETTLE + 1  # settled, not idle: the turns are evaluated
+                if n == len(rounds) - 1:
+                    clock[0] += IDLE  # the conversations end: the threads are evaluated
+            started, started_cpu = time.perf_counter(), time.process_time()
+            if profiler is not None:
+                profiler.enable()
+            tick = await p.tick(settle_all=not args.steady, deliver=False)
+            if sinks:  # the worker delivers on a schedule of its own; here once every result is recorded
+                while (await p.deliver()).delivered:
+                    pass
+            if profiler is not None:
+                profiler.disable()
+            wall += time.perf_counter() - started
+            cpu += time.process_time() - started_cpu
+            stats.threads_evaluated += tick.threads_evaluated
+            stats.turn_evaluations += tick.turn_evaluations
         backlog = await store.outbox_backlog()
         await store.close()
         for sink in sinks:
@@ -165,10 +193,41 @@ async def run(args: argparse.Namespace) -> None:
     )
     rows.append(["total CPU", f"{cpu * 1000 / n:.2f}", "100%"])
     print(f"{n} threads of {args.turns} turns: {n / wall:.1f} threads/s wall, {n / cpu:.1f} threads per CPU second")
+    if args.steady:
+        print(f"evaluations: {stats.turn_evaluations} of turns as they settled, {n} of idle threads")
     print(table(["stage", "CPU ms per thread", "share"], rows))
     if profiler is not None:
         profiler.dump_stats(str(Path(tempfile.gettempdir()) / "profile_drain.prof"))
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.cprofile)
+
+
+#: with --steady: seconds between a conversation's turns, turn settle and thread idle (a fake clock)
+ROUND_SECONDS, SETTLE, IDLE = 1000.0, 60.0, 300.0
+
+
+def turn_rounds(spans: list[Any], conversations: dict[str, str]) -> list[list[Any]]:
+    """The spans as rounds: round n holds the n-th turn (trace, by start time) of every conversation
+    (`conversations`: trace id -> conversation id)."""
+    traces: dict[str, list[Any]] = {}
+    for s in spans:
+        traces.setdefault(s.trace_id, []).append(s)
+    by_conversation: dict[str, list[list[Any]]] = {}
+    for trace_id, trace in traces.items():
+        by_conversation.setdefault(conversations[trace_id], []).append(trace)
+    rounds: list[list[Any]] = []
+    for turns in by_conversation.values():
+        turns.sort(key=lambda trace: min(s.start_ns for s in trace))
+        for n, trace in enumerate(turns):
+            if n == len(rounds):
+                rounds.append([])
+            rounds[n] += trace
+    return rounds
+
+
+async def ingest_all(store: Any, spans: list[Any], make_batch: Callable[..., Any], now: float) -> None:
+    """Store `spans` (not timed), 300 to a batch as an exporter sends them."""
+    for at in range(0, len(spans), 300):
+        await store.ingest(make_batch(spans[at : at + 300], []), now)
 
 
 COLLECTOR = f"""
@@ -202,6 +261,11 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100, help="threads claimed (and recorded) per batch")
     ap.add_argument(
         "--sink", choices=("none", "otlp", "langfuse"), default="none", help="otlp, langfuse: deliver every result too"
+    )
+    ap.add_argument(
+        "--steady",
+        action="store_true",
+        help="turn by turn: every turn evaluated as it settles, each thread once idle (not a backlog)",
     )
     ap.add_argument("--cprofile", type=int, default=0, metavar="N", help="print the N costliest functions")
     args = ap.parse_args()

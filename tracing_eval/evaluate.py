@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tracing_eval.metrics.base import Metric, MetricSpec
+from tracing_eval.metrics.base import Metric, MetricBase, MetricSpec
 from tracing_eval.metrics.catalogue import MetricSet
 from tracing_eval.metrics.judged.base import Judge
 from tracing_eval.metrics.judged.tier import evaluate_judged
@@ -60,13 +60,19 @@ def _unreadable(spec: MetricSpec, r: MetricResult, reason: str, where: list[Unre
     return not_applicable(spec, reason, turn_index=r.turn_index, evidence=evidence)
 
 
-def evaluate_thread(thread: Thread, metrics: Sequence[Metric]) -> list[MetricResult]:
-    """The deterministic tier: all results for the thread, in metric order."""
+def evaluate_thread(thread: Thread, metrics: Sequence[Metric], from_turn: int = 0) -> list[MetricResult]:
+    """The deterministic tier: all results for the thread, in metric order. With `from_turn`, a metric
+    may leave out its thread result and the results of the turns before it (`MetricBase.evaluate_from`)."""
     out: list[MetricResult] = []
     for metric in metrics:
         started = time.perf_counter()
         try:
-            results = unknown_answers(metric.spec, thread, metric.evaluate(thread))
+            found = (
+                metric.evaluate_from(thread, from_turn)
+                if from_turn and isinstance(metric, MetricBase)
+                else metric.evaluate(thread)
+            )
+            results = unknown_answers(metric.spec, thread, found)
         except Exception as exc:  # a metric bug must not lose the thread's other scores
             results = [failed(metric.spec, exc, f"metric failed: {type(exc).__name__}")]
         out.extend(_timed(results, started))
@@ -87,13 +93,17 @@ async def evaluate_all(
     reuse: dict[tuple[str, str], MetricResult] | None = None,
     *,
     turns_only: bool = False,
+    from_turn: int = 0,
 ) -> list[MetricResult]:
     """Both tiers. Without a judge only the deterministic tier runs. With `turns_only` (a thread
     still active) only per-turn results are made: the metrics that only score whole threads wait
-    for the thread to go idle, and the thread results of the others are left out."""
+    for the thread to go idle, and the thread results of the others are left out, as are the
+    results of turns before `from_turn` (turns that did not change since they were evaluated)."""
     if turns_only:
-        results = await _both_tiers(thread, _per_turn(metrics), judge, reuse)
-        return [r for r in results if r.scope is not Scope.THREAD]
+        results = await _both_tiers(thread, _per_turn(metrics), judge, reuse, from_turn)
+        return [
+            r for r in results if r.scope is not Scope.THREAD and (r.turn_index is None or r.turn_index >= from_turn)
+        ]
     return await _both_tiers(thread, metrics, judge, reuse)
 
 
@@ -107,9 +117,13 @@ def _per_turn(metrics: MetricSet) -> MetricSet:
 
 
 async def _both_tiers(
-    thread: Thread, metrics: MetricSet, judge: Judge | None, reuse: dict[tuple[str, str], MetricResult] | None
+    thread: Thread,
+    metrics: MetricSet,
+    judge: Judge | None,
+    reuse: dict[tuple[str, str], MetricResult] | None,
+    from_turn: int = 0,
 ) -> list[MetricResult]:
-    deterministic = evaluate_thread(thread, metrics.deterministic)
+    deterministic = evaluate_thread(thread, metrics.deterministic, from_turn)
     judged_metrics = metrics.judged
     if judge is None or not judged_metrics or not thread.turns:
         return deterministic

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -241,7 +241,16 @@ class Pipeline:
             turns_only = claim.mode is Mode.TURNS
             judge = self._judge_for(thread.key)
             results = (
-                await evaluate_all(thread, self.metrics, judge, reuse, turns_only=turns_only) if thread.turns else []
+                await evaluate_all(
+                    thread,
+                    self.metrics,
+                    judge,
+                    reuse,
+                    turns_only=turns_only,
+                    from_turn=first_changed_turn(thread, stored.traces) if turns_only else 0,
+                )
+                if thread.turns
+                else []
             )
             review = self._review(thread, results, traces) if claim.mode is Mode.THREAD else None
             anchors = Anchors(thread, traces)
@@ -317,6 +326,17 @@ class Pipeline:
     def _judge_for(self, thread_key: str) -> ThreadJudge | None:
         """The judge with this thread's token budget, when the judge tier is on."""
         return self.judge.for_thread(thread_key) if self.judge else None
+
+
+def first_changed_turn(thread: Thread, assembled: Collection[str]) -> int:
+    """The index of the first turn whose trace was assembled for this evaluation (`assembled`: trace
+    ids). The turns before it are as they were when their results were recorded: a turn's part is
+    stored with its results, in one transaction, and is assembled again only when its trace changed.
+    A per-turn result reads its turn and the turns before it, so those results stand; 0 (every turn)
+    when no turn was assembled or a turn has no trace id."""
+    if any(t.trace_id is None for t in thread.turns):
+        return 0
+    return min((t.index for t in thread.turns if t.trace_id in assembled), default=0)
 
 
 def outgoing_result(

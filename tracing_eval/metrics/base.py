@@ -59,6 +59,12 @@ class MetricBase:
             needs_answer=self.needs_answer,
         )
 
+    def evaluate_from(self, thread: Thread, first: int) -> list[MetricResult]:
+        """The per-turn results of turns `first` onwards, for a thread still active whose earlier turns
+        have not changed since they were scored (the caller drops every other result). The default is
+        `evaluate`; a deterministic metric whose per-turn work can start at `first` overrides it."""
+        return self.evaluate(thread)  # type: ignore[attr-defined]
+
 
 @runtime_checkable
 class Metric(Protocol):

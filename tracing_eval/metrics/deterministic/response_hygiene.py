@@ -142,29 +142,13 @@ class ResponseHygiene(MetricBase):
         checked = 0
         bad_turns: dict[str, list[int]] = {c: [] for c in CHECKS}
         for turn in thread.turns:
-            if not turn.assistant_messages:
-                results.append(
-                    not_applicable(
-                        self.spec,
-                        "no assistant message in this turn",
-                        turn_index=turn.index,
-                    )
-                )
+            failing = check_turn(turn) if turn.assistant_messages else None
+            results.append(self._turn_result(turn, failing))
+            if failing is None:
                 continue
             checked += 1
-            failing = check_turn(turn)
             for check in failing:
                 bad_turns[check].append(turn.index)
-            results.append(
-                ok(
-                    self.spec,
-                    0.0 if failing else 1.0,
-                    turn_index=turn.index,
-                    label=next(iter(failing)) if failing else "clean",
-                    reason="; ".join(failing.values()) if failing else "reply passes every check",
-                    evidence={"failing": sorted(failing), "details": failing},
-                )
-            )
         if checked == 0:
             results.append(not_applicable(self.spec, "no assistant replies"))
             return results
@@ -185,3 +169,24 @@ class ResponseHygiene(MetricBase):
             )
         )
         return results
+
+    def evaluate_from(self, thread: Thread, first: int) -> list[MetricResult]:
+        """Each turn is checked on its own: only the turns from `first` on."""
+        return [
+            self._turn_result(turn, check_turn(turn) if turn.assistant_messages else None)
+            for turn in thread.turns
+            if turn.index >= first
+        ]
+
+    def _turn_result(self, turn: Turn, failing: dict[str, str] | None) -> MetricResult:
+        """The turn's result from its failing checks (None: the turn has no assistant message)."""
+        if failing is None:
+            return not_applicable(self.spec, "no assistant message in this turn", turn_index=turn.index)
+        return ok(
+            self.spec,
+            0.0 if failing else 1.0,
+            turn_index=turn.index,
+            label=next(iter(failing)) if failing else "clean",
+            reason="; ".join(failing.values()) if failing else "reply passes every check",
+            evidence={"failing": sorted(failing), "details": failing},
+        )

@@ -249,19 +249,28 @@ class ToolErrors(MetricBase):
         if not calls:
             return [not_applicable(self.spec, "the thread has no tool calls")]
         context = context_of(thread)
+        results = self._turn_results(thread, calls, context, 0)
+        masked_turns = [r.turn_index for r in results if r.evidence["masked_error"] and r.turn_index is not None]
+        thread_unrec = unrecovered(calls, within_turn=False, context=context)
+        results.append(self._result(calls, thread_unrec, bool(masked_turns), Scope.THREAD, None, masked_turns))
+        return results
+
+    def evaluate_from(self, thread: Thread, first: int) -> list[MetricResult]:
+        """A turn's result reads its own calls: only the turns from `first` on."""
+        calls = calls_of(thread)
+        return self._turn_results(thread, calls, context_of(thread), first) if calls else []
+
+    def _turn_results(
+        self, thread: Thread, calls: list[Call], context: list[tuple[int, str]], first: int
+    ) -> list[MetricResult]:
+        """The result of every turn from `first` on that made tool calls."""
         results: list[MetricResult] = []
-        masked_turns: list[int] = []
         for turn in thread.turns:
-            here = [c for c in calls if c.turn == turn.index]
+            here = [c for c in calls if c.turn == turn.index] if turn.index >= first else []
             if not here:
                 continue
             turn_unrec = unrecovered(here, within_turn=True, context=context)
-            masked = masks_error(turn, turn_unrec)
-            if masked:
-                masked_turns.append(turn.index)
-            results.append(self._result(here, turn_unrec, masked, Scope.TURN, turn.index))
-        thread_unrec = unrecovered(calls, within_turn=False, context=context)
-        results.append(self._result(calls, thread_unrec, bool(masked_turns), Scope.THREAD, None, masked_turns))
+            results.append(self._result(here, turn_unrec, masks_error(turn, turn_unrec), Scope.TURN, turn.index))
         return results
 
     def _result(

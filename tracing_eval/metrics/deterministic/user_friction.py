@@ -18,7 +18,6 @@ docs/metrics.md): precision stays below the bar for routing a thread to review o
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import friction_cues as cues
@@ -27,7 +26,7 @@ from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS, OTHER_LA
 from tracing_eval.metrics.deterministic.similarity import stem
 from tracing_eval.metrics.deterministic.similarity import words as all_words
 from tracing_eval.metrics.results import not_applicable, ok
-from tracing_eval.model import MetricResult, Thread
+from tracing_eval.model import MetricResult, Thread, Turn
 
 DEFAULT_THRESHOLD = 0.7
 REPEAT = 0.75
@@ -147,33 +146,55 @@ class UserFriction(MetricBase):
         user_turns = [t for t in thread.turns if t.user_text.strip()]
         if not user_turns:
             return [not_applicable(self.spec, "no user messages")]
+        results = self._turn_results(thread, user_turns, 0)
+        counted = sum(bool(r.evidence.get("counted_in_rate")) for r in results)
+        per_turn = [{"turn": r.turn_index, "flags": r.evidence["flags"]} for r in results if r.evidence.get("flags")]
+        if counted == 0:
+            results.append(not_applicable(self.spec, "fewer than two user turns in a covered language"))
+            return results
+        rate = len(per_turn) / counted
+        results.append(
+            ok(
+                self.spec,
+                1.0 - rate,
+                label="friction" if per_turn else "none",
+                reason=f"{len(per_turn)} of {counted} follow-up user turns show friction",
+                evidence={
+                    "friction_rate": round(rate, 4),
+                    "flagged_turns": [f["turn"] for f in per_turn],
+                    "flags": per_turn,
+                    "user_turns": len(user_turns),
+                },
+            )
+        )
+        return results
+
+    def evaluate_from(self, thread: Thread, first: int) -> list[MetricResult]:
+        """A user turn's flags read it, the reply before it and the user's earlier words: the earlier
+        turns give only their words."""
+        return self._turn_results(thread, [t for t in thread.turns if t.user_text.strip()], first)
+
+    def _turn_results(self, thread: Thread, user_turns: list[Turn], first: int) -> list[MetricResult]:
+        """The result of each user turn from `first` on."""
         results: list[MetricResult] = []
         earlier: list[frozenset[str]] = []
-        flagged: list[int] = []
-        counted = 0
-        per_turn: list[dict[str, Any]] = []
-        previous_reply = {t.index: thread.turns[t.index - 1].assistant_text for t in user_turns if t.index > 0}
         for k, turn in enumerate(user_turns):
             text = turn.user_text
             plain = frozenset(all_words(text))
             words = frozenset(map(stem, plain - STOP_WORDS))
+            if turn.index < first:
+                earlier.append(words)
+                continue
             language = other_language(text, plain)
             if language is not None:
                 earlier.append(words)
                 results.append(
-                    not_applicable(
-                        self.spec,
-                        f"{language}: the friction lexicon is English",
-                        turn_index=turn.index,
-                    )
+                    not_applicable(self.spec, f"{language}: the friction lexicon is English", turn_index=turn.index)
                 )
                 continue
-            flags = [] if k == 0 else flags_for(text, previous_reply.get(turn.index, ""), earlier, words, plain)
+            reply = thread.turns[turn.index - 1].assistant_text if turn.index > 0 else ""
+            flags = [] if k == 0 else flags_for(text, reply, earlier, words, plain)
             earlier.append(words)
-            counted += k > 0
-            if flags:
-                flagged.append(turn.index)
-                per_turn.append({"turn": turn.index, "flags": flags})
             results.append(
                 ok(
                     self.spec,
@@ -186,22 +207,4 @@ class UserFriction(MetricBase):
                     evidence={"flags": flags, "counted_in_rate": k > 0},
                 )
             )
-        if counted == 0:
-            results.append(not_applicable(self.spec, "fewer than two user turns in a covered language"))
-            return results
-        rate = len(flagged) / counted
-        results.append(
-            ok(
-                self.spec,
-                1.0 - rate,
-                label="friction" if flagged else "none",
-                reason=f"{len(flagged)} of {counted} follow-up user turns show friction",
-                evidence={
-                    "friction_rate": round(rate, 4),
-                    "flagged_turns": flagged,
-                    "flags": per_turn,
-                    "user_turns": len(user_turns),
-                },
-            )
-        )
         return results
