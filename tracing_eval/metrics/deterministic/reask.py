@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
@@ -59,9 +59,27 @@ class Ask:
         return out
 
 
+#: messages whose reading is remembered (each cache): a thread still active is read again each time one
+#: of its turns settles, so the messages of the conversations open at once are worth keeping
+MESSAGES_REMEMBERED = 4096
+
+
+@lru_cache(maxsize=MESSAGES_REMEMBERED)
+def given_values(text: str) -> tuple[tuple[str, str], ...]:
+    """The (slot, value) pairs a user message gives (`slots.values_in`), empty values left out."""
+    return tuple((slot, value) for slot, value in slots.values_in(text) if value)
+
+
+@lru_cache(maxsize=MESSAGES_REMEMBERED)
+def sentence_asks(text: str, elsewhere: bool) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The sentences of an assistant message that ask for slots, each with those slots."""
+    found = ((sentence, slots.asked_slots(sentence, elsewhere=elsewhere)) for sentence in slots.split_sentences(text))
+    return tuple((sentence, tuple(named)) for sentence, named in found if named)
+
+
 def _fill(ledger: dict[str, Given], msg: Located, asked_before: list[str]) -> None:
     """Record the values a user message gives; a bare value answers a single direct ask."""
-    given = [(slot, value) for slot, value in slots.values_in(msg.text) if value]
+    given = given_values(msg.text)
     for slot, value in given:
         ledger[slot] = Given(value, msg.position, msg.turn)
     if len(asked_before) == 1 and asked_before[0] not in {slot for slot, _ in given}:
@@ -169,8 +187,8 @@ def find_asks(thread: Thread, *, elsewhere: bool | None = None) -> list[Ask]:
         start = turn_start.get(item.turn - 1, turn_start[item.turn])
         justified = partial(_justified, items[start:k], item, item.turn in corrected_turns, elsewhere)
         asked_here: list[str] = []
-        for sentence in slots.split_sentences(item.text):
-            named = [s for s in slots.asked_slots(sentence, elsewhere=elsewhere) if s not in asked_here]
+        for sentence, asked in sentence_asks(item.text, elsewhere):
+            named = [s for s in asked if s not in asked_here]
             with_new = bool(named) and any(s not in ledger for s in named) and not slots.is_request(sentence)
             for slot in named:
                 asked_here.append(slot)
