@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import slots
@@ -64,10 +64,30 @@ class Ask:
 MESSAGES_REMEMBERED = 4096
 
 
+class UserReading(NamedTuple):
+    """What a user message says to the ledger."""
+
+    given: tuple[tuple[str, str], ...]  # (slot, value) pairs it gives (`slots.values_in`), none empty
+    retracts: bool  # it takes a value back (`slots.user_retracts`)
+    corrects: bool  # it says a value it gave was wrong (`slots.user_corrects`)
+
+
 @lru_cache(maxsize=MESSAGES_REMEMBERED)
-def given_values(text: str) -> tuple[tuple[str, str], ...]:
-    """The (slot, value) pairs a user message gives (`slots.values_in`), empty values left out."""
-    return tuple((slot, value) for slot, value in slots.values_in(text) if value)
+def user_reading(text: str, elsewhere: bool) -> UserReading:
+    """The ledger's reading of a user message."""
+    return UserReading(
+        tuple((slot, value) for slot, value in slots.values_in(text) if value),
+        slots.user_retracts(text, elsewhere=elsewhere),
+        slots.user_corrects(text, elsewhere=elsewhere),
+    )
+
+
+@lru_cache(maxsize=MESSAGES_REMEMBERED)
+def reply_language(text: str) -> tuple[str | None, bool]:
+    """Why the slot lexicons cannot read a reply (None: they can), and whether it may be in one of the
+    covered languages other than English (`languages.maybe_elsewhere`)."""
+    ws = words(text)
+    return uncovered_language(text, LANGUAGES, words_=ws), maybe_elsewhere(text, words_=ws)
 
 
 @lru_cache(maxsize=MESSAGES_REMEMBERED)
@@ -77,9 +97,8 @@ def sentence_asks(text: str, elsewhere: bool) -> tuple[tuple[str, tuple[str, ...
     return tuple((sentence, tuple(named)) for sentence, named in found if named)
 
 
-def _fill(ledger: dict[str, Given], msg: Located, asked_before: list[str]) -> None:
+def _fill(ledger: dict[str, Given], msg: Located, given: tuple[tuple[str, str], ...], asked_before: list[str]) -> None:
     """Record the values a user message gives; a bare value answers a single direct ask."""
-    given = given_values(msg.text)
     for slot, value in given:
         ledger[slot] = Given(value, msg.position, msg.turn)
     if len(asked_before) == 1 and asked_before[0] not in {slot for slot, _ in given}:
@@ -168,10 +187,11 @@ def find_asks(thread: Thread, *, elsewhere: bool | None = None) -> list[Ask]:
         elsewhere = any(item.role in ("user", "assistant") and maybe_elsewhere(item.text) for item in items)
     for k, item in enumerate(items):
         if item.role == "user" and item.text.strip():
-            if slots.user_retracts(item.text, elsewhere=elsewhere):
+            reading = user_reading(item.text, elsewhere)
+            if reading.retracts:
                 _forget(ledger, item.text, elsewhere=elsewhere)
-            _fill(ledger, item, asked_before)
-            if slots.user_corrects(item.text, elsewhere=elsewhere):
+            _fill(ledger, item, reading.given, asked_before)
+            if reading.corrects:
                 corrected_turns.add(item.turn)
             asked_before = []
             continue
@@ -218,10 +238,10 @@ class Reask(MetricBase):
         unread: dict[int, str] = {}
         elsewhere = False
         for x in texts:
-            ws = words(x.text)
-            if (why := uncovered_language(x.text, LANGUAGES, words_=ws)) is not None:
+            why, maybe = reply_language(x.text)
+            if why is not None:
                 unread[x.position] = why
-            elsewhere = elsewhere or maybe_elsewhere(x.text, words_=ws)
+            elsewhere = elsewhere or maybe
         if texts and len(unread) == len(texts):
             return [
                 not_applicable(

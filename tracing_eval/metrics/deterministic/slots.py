@@ -352,7 +352,7 @@ SLOT_NAME_NEEDS = (
 )  # fmt: skip
 
 
-@lru_cache(maxsize=256)  # the messages of a thread or two: the checks of one thread share them
+@lru_cache(maxsize=4096)  # the replies and tool results of the threads open at once: read again per turn
 def not_found(text: str, *, elsewhere: bool = False) -> bool:
     """The text says a value was not found, is invalid or wrong; `elsewhere` adds the other languages."""
     return bool(
