@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any, NamedTuple
+from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import slots
@@ -64,22 +64,23 @@ class Ask:
 MESSAGES_REMEMBERED = 4096
 
 
-class UserReading(NamedTuple):
-    """What a user message says to the ledger."""
-
-    given: tuple[tuple[str, str], ...]  # (slot, value) pairs it gives (`slots.values_in`), none empty
-    retracts: bool  # it takes a value back (`slots.user_retracts`)
-    corrects: bool  # it says a value it gave was wrong (`slots.user_corrects`)
-
-
 @lru_cache(maxsize=MESSAGES_REMEMBERED)
-def user_reading(text: str, elsewhere: bool) -> UserReading:
-    """The ledger's reading of a user message."""
-    return UserReading(
+def user_reading(text: str, elsewhere: bool) -> tuple[tuple[tuple[str, str], ...], bool, bool]:
+    """What a user message says to the ledger: the (slot, value) pairs it gives (`slots.values_in`,
+    none empty), whether it takes a value back (`slots.user_retracts`) and whether it says a value it
+    gave was wrong (`slots.user_corrects`). Plain tuples of strings, which the garbage collector stops
+    tracking: the caches stay cheap for it however many entries they hold."""
+    return (
         tuple((slot, value) for slot, value in slots.values_in(text) if value),
         slots.user_retracts(text, elsewhere=elsewhere),
         slots.user_corrects(text, elsewhere=elsewhere),
     )
+
+
+@lru_cache(maxsize=MESSAGES_REMEMBERED)
+def user_may_be_elsewhere(text: str) -> bool:
+    """`languages.maybe_elsewhere` of a user message."""
+    return maybe_elsewhere(text)
 
 
 @lru_cache(maxsize=MESSAGES_REMEMBERED)
@@ -187,11 +188,11 @@ def find_asks(thread: Thread, *, elsewhere: bool | None = None) -> list[Ask]:
         elsewhere = any(item.role in ("user", "assistant") and maybe_elsewhere(item.text) for item in items)
     for k, item in enumerate(items):
         if item.role == "user" and item.text.strip():
-            reading = user_reading(item.text, elsewhere)
-            if reading.retracts:
+            given, retracts, corrects = user_reading(item.text, elsewhere)
+            if retracts:
                 _forget(ledger, item.text, elsewhere=elsewhere)
-            _fill(ledger, item, reading.given, asked_before)
-            if reading.corrects:
+            _fill(ledger, item, given, asked_before)
+            if corrects:
                 corrected_turns.add(item.turn)
             asked_before = []
             continue
@@ -251,7 +252,7 @@ class Reask(MetricBase):
                 )
             ]
         if not elsewhere:
-            elsewhere = any(maybe_elsewhere(t.user_text) for t in thread.turns)
+            elsewhere = any(user_may_be_elsewhere(t.user_text) for t in thread.turns)
         asks = find_asks(thread, elsewhere=elsewhere)
         results: list[MetricResult] = []
         for turn in sorted({a.turn for a in asks}):

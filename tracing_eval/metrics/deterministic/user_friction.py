@@ -18,6 +18,7 @@ docs/metrics.md): precision stays below the bar for routing a thread to review o
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import friction_cues as cues
@@ -128,6 +129,14 @@ def other_language(text: str, plain: frozenset[str] | None = None) -> str | None
     return uncovered_language(text, COVERED)
 
 
+@lru_cache(maxsize=4096)  # a thread still active is read again each time one of its turns settles
+def user_words(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A user message's distinct words, and its content words stemmed (what `repeat` compares); tuples
+    of strings, which the garbage collector stops tracking, so a full cache costs it nothing."""
+    plain = frozenset(all_words(text))
+    return tuple(plain), tuple(frozenset(map(stem, plain - STOP_WORDS)))
+
+
 class UserFriction(MetricBase):
     """Per user turn friction flags and the thread's friction rate."""
 
@@ -180,8 +189,8 @@ class UserFriction(MetricBase):
         earlier: list[frozenset[str]] = []
         for k, turn in enumerate(user_turns):
             text = turn.user_text
-            plain = frozenset(all_words(text))
-            words = frozenset(map(stem, plain - STOP_WORDS))
+            distinct, content = user_words(text)
+            plain, words = frozenset(distinct), frozenset(content)
             if turn.index < first:
                 earlier.append(words)
                 continue
