@@ -19,7 +19,7 @@ from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import MetricResult, Span, Thread
 from tracing_eval.pipeline import Pipeline, first_changed_turn
 from tracing_eval.store.sql import SqlStore
-from tracing_eval.transcripts import thread_from_json_line
+from tracing_eval.transcripts import thread_from_json_line, thread_from_messages
 
 SETTLE, IDLE = 60.0, 300.0
 
@@ -34,21 +34,16 @@ def _same(results: list[MetricResult]) -> list[dict[str, Any]]:
 
 
 #: the user repeats a request two turns later: the flag of turn 2 reads the words of turn 0
-REPEATED_REQUEST = thread_from_json_line(
-    json.dumps(
-        {
-            "thread_id": "repeated",
-            "turns": [
-                {"role": "user", "content": "Book a table for four people at Nando's tonight at seven."},
-                {"role": "assistant", "content": "Which area are you in?"},
-                {"role": "user", "content": "Cambridge city centre."},
-                {"role": "assistant", "content": "There are several restaurants in the centre."},
-                {"role": "user", "content": "Book a table for four people at Nando's tonight at seven."},
-                {"role": "assistant", "content": "Done, your reference is ABC123."},
-            ],
-        }
-    ).encode(),
-    1,
+REPEATED_REQUEST = thread_from_messages(
+    "repeated",
+    [
+        {"role": "user", "content": "Book a table for four people at Nando's tonight at seven."},
+        {"role": "assistant", "content": "Which area are you in?"},
+        {"role": "user", "content": "Cambridge city centre."},
+        {"role": "assistant", "content": "There are several restaurants in the centre."},
+        {"role": "user", "content": "Book a table for four people at Nando's tonight at seven."},
+        {"role": "assistant", "content": "Done, your reference is ABC123."},
+    ],
 )
 
 
