@@ -69,7 +69,7 @@ def user_reading(text: str, elsewhere: bool) -> tuple[tuple[tuple[str, str], ...
     """What a user message says to the ledger: the (slot, value) pairs it gives (`slots.values_in`,
     none empty), whether it takes a value back (`slots.user_retracts`) and whether it says a value it
     gave was wrong (`slots.user_corrects`). Plain tuples of strings, which the garbage collector stops
-    tracking: the caches stay cheap for it however many entries they hold."""
+    tracking, so a full cache adds little to a collection (a named tuple would stay tracked)."""
     return (
         tuple((slot, value) for slot, value in slots.values_in(text) if value),
         slots.user_retracts(text, elsewhere=elsewhere),

@@ -132,7 +132,7 @@ def other_language(text: str, plain: frozenset[str] | None = None) -> str | None
 @lru_cache(maxsize=4096)  # a thread still active is read again each time one of its turns settles
 def user_words(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A user message's distinct words, and its content words stemmed (what `repeat` compares); tuples
-    of strings, which the garbage collector stops tracking, so a full cache costs it nothing."""
+    of strings, which the garbage collector stops tracking, so a full cache adds little to a collection."""
     plain = frozenset(all_words(text))
     return tuple(plain), tuple(frozenset(map(stem, plain - STOP_WORDS)))
 
