@@ -140,6 +140,7 @@ async def _both_tiers(
         deterministic,
         lambda name: metric_options(name, metrics.options, thread),
         reuse,
+        from_turn,
     )
     by_metric: dict[str, list[MetricResult]] = {}
     for r in judged:

@@ -112,6 +112,9 @@ class JudgeContext:
     deterministic: list[MetricResult] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)  # this metric's options (config, thread metadata)
     reuse: dict[tuple[str, str], MetricResult] = field(default_factory=dict)  # (metric, input hash)
+    #: a thread still active: per-turn metrics judge only the turns from this one on (earlier turns
+    #: have not changed since they were scored; the idle thread's evaluation judges them all)
+    from_turn: int = 0
 
     def deterministic_result(self, metric: str, turn_index: int | None = None) -> MetricResult | None:
         return next((r for r in self.deterministic if r.metric == metric and r.turn_index == turn_index), None)

@@ -35,11 +35,13 @@ async def evaluate_judged(
     deterministic: list[MetricResult],
     options_of: Callable[[str], dict[str, Any]],
     reuse: dict[tuple[str, str], MetricResult] | None = None,
+    from_turn: int = 0,
 ) -> list[MetricResult]:
-    """Results of every judged metric for the thread, in metric order."""
+    """Results of every judged metric for the thread, in metric order (`from_turn`: see
+    `JudgeContext.from_turn`)."""
     transcripts = Transcripts(thread, Limits(budget_tokens=judge.settings.transcript_budget))
     contexts = {
-        m.spec.name: JudgeContext(judge, transcripts, deterministic, options_of(m.spec.name), reuse or {})
+        m.spec.name: JudgeContext(judge, transcripts, deterministic, options_of(m.spec.name), reuse or {}, from_turn)
         for m in metrics
     }
     settled: dict[str, list[MetricResult]] = {}

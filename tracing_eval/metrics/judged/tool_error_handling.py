@@ -123,7 +123,7 @@ class ToolErrorHandling(MetricBase):
             for r in found
             if r.scope == Scope.TURN and r.status == Status.OK and r.evidence.get("errors", 0) > 0
         }
-        turns = [t for t in thread.turns if t.index in failing]
+        turns = [t for t in thread.turns if t.index in failing and t.index >= ctx.from_turn]
         if not turns:
             return [skipped(self.spec, "no tool errors found by the deterministic tier")]
         last_reply = {x.turn: x.position for x in replies(thread)}

@@ -116,7 +116,11 @@ class TurnRelevancy(MetricBase):
             size, system_prompt = window_size(ctx.options), shows_system_prompt(ctx.options)
         except ValueError as exc:
             return [failed(self.spec, exc, "judge failed")]
-        todo = [(w, *request_for(w, thread, ctx)) for w in windows(thread, size, system_prompt)]
+        todo = [
+            (w, *request_for(w, thread, ctx))
+            for w in windows(thread, size, system_prompt)
+            if w.turn.index >= ctx.from_turn
+        ]
         if not todo:
             return [not_applicable(self.spec, "no assistant replies with text")]
         reused = {
