@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import BACKENDS, DATASETS
+from tests.support.scripted_judge import ScriptedJudge
 from tracing_eval.config import DETERMINISTIC_PACK, Settings
+from tracing_eval.evaluate import evaluate_all
 from tracing_eval.ingest import make_batch
 from tracing_eval.metrics.catalogue import build_metrics
 from tracing_eval.model import MetricResult, Span, Thread
@@ -176,27 +178,11 @@ def test_first_changed_turn() -> None:
 async def test_a_turn_evaluation_judges_only_the_turns_from_the_first_changed_one() -> None:
     """With nothing to reuse (a new judge model, say), a turn evaluation still asks only about the new
     turns; the evaluation of the idle thread asks about every turn."""
-    from tests.support.scripted_judge import ScriptedJudge
-    from tracing_eval.evaluate import evaluate_all
-
-    thread = thread_from_messages(
-        "t",
-        [
-            {"role": "user", "content": "I want to return a damaged order."},
-            {"role": "assistant", "content": "Sorry! What is the order number?"},
-            {"role": "user", "content": "It's #4471."},
-            {"role": "assistant", "content": "Thanks. Was it damaged on arrival?"},
-            {"role": "user", "content": "Yes, the screen was cracked."},
-            {"role": "assistant", "content": "I can refund it or send a new one."},
-            {"role": "user", "content": "Refund please."},
-            {"role": "assistant", "content": "Your refund of order #4471 is on its way."},
-        ],
-    )
     metrics = build_metrics(Settings(), ["turn_relevancy"])
     judge = ScriptedJudge({"turn_relevancy": lambda body: {"reason": "on topic", "verdict": "yes"}})
-    active = await evaluate_all(thread, metrics, judge, turns_only=True, from_turn=2)
+    active = await evaluate_all(REPEATED_REQUEST, metrics, judge, turns_only=True, from_turn=1)
     assert len(judge.requests) == 2
-    assert sorted(r.turn_index for r in active) == [2, 3]
-    idle = await evaluate_all(thread, metrics, judge)
-    assert len(judge.requests) == 2 + 4
-    assert sorted(r.turn_index for r in idle if r.turn_index is not None) == [0, 1, 2, 3]
+    assert sorted(r.turn_index for r in active) == [1, 2]
+    idle = await evaluate_all(REPEATED_REQUEST, metrics, judge)
+    assert len(judge.requests) == 2 + 3
+    assert sorted(r.turn_index for r in idle if r.turn_index is not None) == [0, 1, 2]
