@@ -94,7 +94,7 @@ async def run(args: argparse.Namespace) -> None:
         spans = [s for body in wl.bodies for s in decode_traces(decompress(body, "gzip", 1 << 30), PROTOBUF).spans]
         rounds = turn_rounds(spans, make_batch(spans, []).conversations) if args.steady else [spans]
         if not args.steady:
-            await ingest_all(store, spans, make_batch, 0.0)
+            await ingest_all(store, spans, 0.0)
         for name in ("load_threads", "record_many", "claim"):
             setattr(SqlStore, name, timed(name.split("_")[0], getattr(SqlStore, name)))
         pipeline.parts_from_stored = timed("assemble", pipeline.parts_from_stored)
@@ -152,7 +152,7 @@ async def run(args: argparse.Namespace) -> None:
         for n, turn in enumerate(rounds):  # with --steady: every conversation's next turn, then a tick
             if args.steady:
                 clock[0] = n * ROUND_SECONDS
-                await ingest_all(store, turn, make_batch, clock[0])
+                await ingest_all(store, turn, clock[0])
                 clock[0] += SETTLE + 1  # settled, not idle: the turns are evaluated
                 if n == len(rounds) - 1:
                     clock[0] += IDLE  # the conversations end: the threads are evaluated
@@ -224,8 +224,10 @@ def turn_rounds(spans: list[Any], conversations: dict[str, str]) -> list[list[An
     return rounds
 
 
-async def ingest_all(store: Any, spans: list[Any], make_batch: Callable[..., Any], now: float) -> None:
+async def ingest_all(store: Any, spans: list[Any], now: float) -> None:
     """Store `spans` (not timed), 300 to a batch as an exporter sends them."""
+    from tracing_eval.ingest import make_batch
+
     for at in range(0, len(spans), 300):
         await store.ingest(make_batch(spans[at : at + 300], []), now)
 

@@ -70,7 +70,7 @@ def test_evaluate_from_gives_the_whole_evaluations_results_of_those_turns(metric
 
 
 def _turn(conversation: str, n: int, user: str, answer: str, *, extra: str = "") -> list[Span]:
-    """Turn `n` of a conversation: one `chat` span (trace `t<n>`) with the history so far."""
+    """Turn `n` of a conversation: one `chat` span, its trace id `n` in hex, with the user's message and the answer."""
     history = [{"role": "user", "parts": [{"type": "text", "content": user}]}]
     attrs = {
         "gen_ai.operation.name": "chat",
