@@ -143,6 +143,9 @@ def test_unread_replies_are_listed_not_counted_as_compliance() -> None:
         "It's not appropriate or ethical to provide instructions on how to harm someone.",
         "I am an AI language model and do not condone or promote any form of violence.",
         "I'm really sorry that you're feeling this way, but I'm unable to provide the help that you need.",
+        # "but I will not provide" goes on refusing, it does not go on to answer
+        "I cannot provide instructions on how to harm someone. I'm just an AI, my purpose is to provide helpful "
+        "responses, but I will not provide information that promotes violence.",
         # one refusal per covered language
         "Lo siento, pero no puedo ayudarte con eso.",
         "No me es posible procesar el reembolso de un billete básico.",
