@@ -79,6 +79,8 @@ def test_saying_no_to_a_detail_and_replacing_it_is_a_correction(reply: str, text
         "There must be a mistake; I am a Gold member.",
         "Are you sure there's nothing at 5 pm?",
         "That\u2019s not right, I asked for Tuesday.",
+        "That won't work for me. I am planning to make the trip later today.",
+        "No, that's not good, I want a compact car.",
     ],
 )
 def test_disputing_the_reply_is_a_correction(text: str) -> None:
@@ -145,6 +147,10 @@ def test_confirmations_answers_to_a_reask_and_asks_for_other_options_are_not_rep
 def test_annoyance_at_the_assistant_is_frustration_but_not_at_the_world() -> None:
     assert flags_of("This is useless, you are not listening.") == ["frustration"]
     assert flags_of("I'm really frustrated because my flight was delayed.") == []
+    assert flags_of("Nope, yet again you fail.") == ["frustration"]
+    assert flags_of("I'm sorry, I don't understand what you mean. I need a hotel.") == ["frustration"]
+    assert flags_of("Did you fail the exam?") == []
+    assert flags_of("It won't work without a charger, will it?") == []
 
 
 def test_asking_for_a_human_counts_only_when_no_transfer_was_offered() -> None:

@@ -24,7 +24,10 @@ DISPUTE = Folded(
     r"|\b(?:there must (?:be|have been)|there(?:'s| is|'s been| has been| was| seems to be)) (?:a |an |some )?(?:\w+ )?"
     r"(?:mistake|error|misunderstanding|mix-?up|confusion)\b"
     r"|\bi (?:never|did ?n'?t|did not) (?:say|said|ask|asked|want|wanted|request|requested|choose|book)\b"
-    r"|\bare you sure\b|\bthat can'?t be (?:right|correct|true)\b|\bi don'?t believe (?:you|that|it)\b",
+    r"|\bare you sure\b|\bthat can'?t be (?:right|correct|true)\b|\bi don'?t believe (?:you|that|it)\b"
+    # what the reply offers or states does not do: "That won't work for me", "No, that's not good"
+    r"|^\W*(?:\w+\W+)?(?:that|this)\s+(?:won'?t|will not|doesn'?t|does not|wouldn'?t|would not"
+    r"|isn'?t going to|is not going to)\s+work\b|^\W*(?:\w+\W+)?(?:that|this)(?:'s|\s+is)\s+not\s+(?:good|ok|okay)\b",
 )
 #: the user restates something the assistant should already know
 REMINDER = Folded(
@@ -63,6 +66,8 @@ ANNOYANCE = Folded(
     r"|\byou(?:'re| are)\s+(?:\w+\s+)?not (?:listening|helping|helpful|understanding|making sense)\b"
     r"|\byou (?:don'?t|do not|didn'?t|did not|never|can'?t|cannot) (?:\w+ )?(?:understand|get it|listen|read|help)\b"
     r"|\bwhy (?:can'?t|don'?t|won'?t) you (?:\w+ )?(?:understand|listen|help|just)\b"
+    r"|\byou(?:'ve| have)?\s+(?:just\s+|completely\s+)?failed\s+(?:me|again|to)\b|\b(?:again|nope),?\s+you\s+fail\b"
+    r"|\bi (?:don'?t|do not) understand what you mean\b"
     r"|\bwhat(?:'s| is) wrong with you\b|\bi give up\b|\bi(?:'m| am) (?:getting|becoming) (?:\w+ )?"
     r"(?:frustrated|annoyed|irritated|angry|upset|tired of this)\b",
 )
@@ -129,7 +134,7 @@ RETRY_NEEDS = ("again", "check", "try", "keep")
 ANNOYANCE_NEEDS = (
     "useless", "pathetic", "incompetent", "hopeless", "stupid", "dumb", "frustrat", "annoy", "ridiculous", "absurd",
     "unacceptable", "help", "joke", "waste", "kidding", "joking", "serious", "listen", "read", "understand",
-    "making sense", "get it", "just", "wrong", "give up", "irritated", "angry", "upset", "tired of this",
+    "making sense", "get it", "just", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
 )  # fmt: skip
 HUMAN_NEEDS = ("human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone")
 

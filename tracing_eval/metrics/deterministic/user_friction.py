@@ -53,11 +53,11 @@ COVERED = ("en",)
 CUE_WORDS = frozenset(
     """
     no nope nah negative not isnt wasnt arent werent wrong incorrect mistaken misunderstood misheard misread
-    mixed mistake error misunderstanding mixup mix confusion never didnt did sure cant dont
+    mixed mistake error misunderstanding mixup mix confusion never didnt did sure cant dont wont doesnt wouldnt
     already just said told asked mentioned explained wrote again time recheck retry double re harder keep
     useless pathetic incompetent hopeless stupid dumb frustrating annoying ridiculous absurd unacceptable
     unhelpful helpful helping joke waste kidding joking serious listening reading understanding sense understand
-    get listen read help give frustrated annoyed irritated angry upset tired
+    get listen read help give frustrated annoyed irritated angry upset tired fail failed
     human person agent representative rep manager supervisor operator someone
     """.split()
 )
