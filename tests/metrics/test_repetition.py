@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from tracing_eval.metrics.deterministic.repetition import WEIGHTS, Context, Repetition, analyse
-from tracing_eval.metrics.deterministic.views import replies
-from tracing_eval.model import Status, Thread
+from tracing_eval.metrics.deterministic.repetition import WEIGHTS, Context, Pair, Repetition, analyse, verdict
+from tracing_eval.metrics.deterministic.views import Located, replies
+from tracing_eval.model import Message, Status, Thread
 from tracing_eval.transcripts import thread_from_messages
 
 TRIED = "Have you tried clearing the cache and restarting the app?"
@@ -348,3 +348,49 @@ def test_courtesy_formulas_are_not_repeats() -> None:
         )
     )
     assert (result.label, result.evidence["repeated_messages"]) == ("none", [])
+
+
+DISTINCT = [
+    "Which version of the app do you have? You can see it under Settings, About.",
+    "Your phone needs at least two gigabytes of free storage for the update.",
+    "The crash log shows a problem with the camera permission.",
+    "Grant the camera permission under Privacy and open the app again.",
+    "Battery saver can stop background sync, so switch it off for now.",
+    "Our servers had an outage this morning; it was fixed an hour ago.",
+    "Sign out, then sign in with your email address and password.",
+    "Widgets on the home screen refresh every fifteen minutes.",
+    "Dark mode lives under Display, next to the font size slider.",
+    "Notifications can be muted per channel in the app's own menu.",
+]
+ASKS = [
+    "My app keeps crashing.", "Anything else?", "What version do I need?", "How much space?", "Why the camera?",
+    "Where is that setting?", "What about sync?", "Was something down?", "How do I log in again?",
+    "Do widgets update?", "Is there a dark theme?", "Can I mute alerts?", "Still no luck here.",
+]  # fmt: skip
+
+
+def test_two_repeats_far_apart_in_a_long_thread_are_partial_not_mostly() -> None:
+    """Frequent repeats with almost no progress (`mostly`) are judged near the end: a long thread
+    that repeated itself once early on and once at the end has moved on in between."""
+    answers = [TRIED, CLEAR, *DISTINCT, DISTINCT[8]]
+    result = run(chat(*(text for pair in zip(ASKS, answers, strict=True) for text in pair)))
+    assert result.evidence["repeated_messages"] == [3, 2 * len(answers) - 1]
+    assert (result.label, result.passed) == ("partial", True)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "label"),
+    [
+        # reply index -> kind of its repeat, in a thread of 14 replies
+        ({1: "near_verbatim", 13: "near_verbatim"}, "partial"),  # far apart: progress in between
+        ({10: "near_verbatim", 13: "near_verbatim"}, "mostly"),  # two near-verbatim lately
+        ({9: "rehash", 11: "sentence", 13: "near_verbatim"}, "mostly"),  # half of the last six repeat
+        ({11: "rehash", 13: "near_verbatim"}, "partial"),
+        ({12: "near_verbatim", 13: "near_verbatim"}, "fully"),
+        ({13: "rehash"}, "minor"),
+    ],
+)
+def test_mostly_is_frequent_repeats_near_the_end(kinds: dict[int, str], label: str) -> None:
+    items = [Located(k, 2 * k + 1, Message(role="assistant", content=f"reply {k}")) for k in range(14)]
+    repeats = [Pair(items[k - 1], items[k], 1.0, 1.0, kind) for k, kind in kinds.items()]
+    assert verdict(repeats, items) == label

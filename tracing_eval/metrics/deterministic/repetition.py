@@ -478,7 +478,12 @@ def verdict(repeats: list[Pair], items: list[Located]) -> str:
     last = [x.position for x in items[-2:]]
     if len(last) == 2 and all(pos in near for pos in last):
         return "fully"
-    if last[-1] in near and (len(near) >= 2 or len(repeats) >= FREQUENT * len(items)):
+    # frequent near the end: the thread has made little progress lately (a long thread with two
+    # repeats far apart has moved on in between)
+    recent = {x.position for x in items[-WINDOW:]}
+    lately = recent.intersection(p.repeat.position for p in repeats)
+    frequent = len(near & recent) >= 2 or 2 * len(lately) >= len(recent) or len(repeats) >= FREQUENT * len(items)
+    if last[-1] in near and frequent:
         return "mostly"
     return "partial"
 
