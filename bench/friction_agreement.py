@@ -10,6 +10,9 @@
   only some classes: every class but one, and the most precise classes added one at a time.
   Context tests: how often a "no" + replacement correction is rated dissatisfied when its detail was
   given before or is new, with or without change-of-mind words, and any message opening with "no".
+  User acts as an oracle: the dialogue act annotated on each user turn (`user_action`: NEGATE,
+  REQUEST_ALTS, ...), which no metric sees, as a predictor: the share of each act rated dissatisfied,
+  and precision, recall and kappa when the most dissatisfied acts are flagged, one act at a time.
 - tau-bench airline (gpt-4o): task success of threads that `user_friction` fails (and of threads with
   any flagged turn) against the rest; the same for `thread_stats.abandoned` and for `tool_errors` failing.
 
@@ -160,6 +163,27 @@ def cue_subsets(units: list[tuple[bool, set[str]]], positives: int, total: int) 
     }
 
 
+def act_oracle(acts: list[tuple[bool, str]], min_turns: int = 30) -> dict[str, Any]:
+    """Each annotated user act (of `min_turns` or more) as a flag: its share of dissatisfied turns, and
+    the agreement of flagging the acts with the highest shares, added one at a time (the first five)."""
+    counts: Counter[tuple[str, bool]] = Counter((act or "(none)", label) for label, act in acts)
+    names = {act for act, _ in counts}
+    size = {a: counts[a, True] + counts[a, False] for a in names}
+    share = {a: counts[a, True] / size[a] for a in names if size[a] >= min_turns}
+    positives = sum(label for label, _ in acts)
+    ladder, kept = {}, set()
+    for act in sorted(share, key=lambda a: -share[a])[:5]:
+        kept.add(act)
+        tp = sum(counts[a, True] for a in kept)
+        flagged = sum(size[a] for a in kept)
+        table = {"tp": tp, "fp": flagged - tp, "fn": positives - tp, "tn": len(acts) - positives - flagged + tp}
+        ladder[act if len(kept) == 1 else f"+ {act}"] = {"flagged": flagged, **agreement(table)}
+    return {
+        "acts": {a: {"turns": size[a], "precision": share[a]} for a in sorted(share, key=lambda a: -share[a])},
+        "most_dissatisfied_first": ladder,
+    }
+
+
 def uss(path: Path, draws: int) -> dict[str, Any]:
     metric = UserFriction()
     by_thread: list[list[tuple[bool, bool]]] = []
@@ -169,6 +193,7 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
     not_applicable = 0
     units: list[tuple[bool, set[str]]] = []
     splits: Counter[tuple[str, bool]] = Counter()
+    acts: list[tuple[bool, str]] = []
     for row in rows(path):
         thread = thread_from_messages(row["thread_id"], row["turns"])
         turn_of = {t.messages[0].position: t.index for t in thread.turns}
@@ -181,6 +206,7 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
                 not_applicable += 1
             predicted = result is not None and result.passed is False
             pairs.append((label, predicted))
+            acts.append((label, item["labels"].get("user_action", "")))
             found = (result.evidence or {}).get("flags", []) if result is not None else []
             context_splits(row, item["turn_index"], label, splits)
             for f in found:
@@ -210,6 +236,7 @@ def uss(path: Path, draws: int) -> dict[str, Any]:
             for name in dict.fromkeys(k for k, _ in splits)
             if (n := splits[name, True] + splits[name, False])
         },
+        "user_act_oracle": act_oracle(acts),
     }
 
 
@@ -291,6 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     print("  context tests (turns, share rated dissatisfied):")
     for name, v in u["context_splits"].items():
         print(f"    {name}: {v['turns']}, {v['precision']:.2f}")
+    oracle = u["user_act_oracle"]
+    print("  user acts as an oracle (turns, share rated dissatisfied; acts of 30+ turns, the top ten):")
+    for name, v in list(oracle["acts"].items())[:10]:
+        print(f"    {name}: {v['turns']}, {v['precision']:.2f}")
+    print("  the most dissatisfied acts flagged, one at a time:")
+    for name, v in oracle["most_dissatisfied_first"].items():
+        print(line.format(name, v["flagged"], v["precision"], v["recall"], v["kappa"]))
     print("tau-bench airline task success:")
     for name, g in report["tau"].items():
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
