@@ -453,19 +453,27 @@ def _classify(
 
 
 def _segments(positions: dict[str, list[int]], text: dict[str, tuple[str, list[str]]]) -> list[dict[str, Any]]:
-    """Sentences whose normalised form occurs in two or more replies."""
-    out: list[dict[str, Any]] = [
-        {"text": _sentence_text(*text[u])[:200], "count": len(p), "positions": p}
-        for u, p in positions.items()
-        if len(p) >= 2
-    ]
+    """Sentences whose normalised form occurs in two or more replies, as first written."""
+    written: dict[str, dict[tuple[str, ...], str]] = {}  # reply -> its sentences by word units
+    out: list[dict[str, Any]] = []
+    for u, p in positions.items():
+        if len(p) < 2:
+            continue
+        reply, words = text[u]
+        if reply not in written:
+            written[reply] = _as_written(reply)
+        sentence = written[reply].get(tuple(words), " ".join(words))
+        out.append({"text": sentence[:200], "count": len(p), "positions": p})
     out.sort(key=lambda s: (-s["count"], s["positions"][0]))
     return out[:MAX_SEGMENTS]
 
 
-def _sentence_text(reply: str, words: list[str]) -> str:
-    """The sentence of `reply` as written whose word units are `words`."""
-    return next((s for s in sentences(reply) if word_units(s) == words), " ".join(words))
+def _as_written(reply: str) -> dict[tuple[str, ...], str]:
+    """The sentences of `reply` as written, by their word units (the first of equal ones)."""
+    out: dict[tuple[str, ...], str] = {}
+    for sentence in sentences(reply):
+        out.setdefault(tuple(word_units(sentence)), sentence)
+    return out
 
 
 def verdict(repeats: list[Pair], items: list[Located]) -> str:
