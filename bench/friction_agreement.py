@@ -170,16 +170,17 @@ def act_oracle(acts: list[tuple[bool, str]], min_turns: int = 30) -> dict[str, A
     names = {act for act, _ in counts}
     size = {a: counts[a, True] + counts[a, False] for a in names}
     share = {a: counts[a, True] / size[a] for a in names if size[a] >= min_turns}
+    ranked = sorted(share, key=lambda a: -share[a])
     positives = sum(label for label, _ in acts)
     ladder, kept = {}, set()
-    for act in sorted(share, key=lambda a: -share[a])[:5]:
+    for act in ranked[:5]:
         kept.add(act)
         tp = sum(counts[a, True] for a in kept)
         flagged = sum(size[a] for a in kept)
         table = {"tp": tp, "fp": flagged - tp, "fn": positives - tp, "tn": len(acts) - positives - flagged + tp}
         ladder[act if len(kept) == 1 else f"+ {act}"] = {"flagged": flagged, **agreement(table)}
     return {
-        "acts": {a: {"turns": size[a], "precision": share[a]} for a in sorted(share, key=lambda a: -share[a])},
+        "acts": {a: {"turns": size[a], "precision": share[a]} for a in ranked},
         "most_dissatisfied_first": ladder,
     }
 
