@@ -19,7 +19,8 @@ from tests.test_history import keys, values
 from tests.test_turn_tail import _example_traces, _workload_traces
 from tracing_eval import conventions
 from tracing_eval.assemble import thread_from_traces, trace_part
-from tracing_eval.conventions.values import indexed
+from tracing_eval.conventions.messages import role_of, roles_of
+from tracing_eval.conventions.values import indexed, stored_items
 from tracing_eval.delivery import Anchor, Anchors, anchor, result_payload
 from tracing_eval.model import MetricResult, Scope, Span
 from tracing_eval.store import history
@@ -90,7 +91,8 @@ def _stored_and_read_back(traces: list[list[Span]]) -> list[list[Span]]:
     for spans in traces:
         key = next(filter(None, map(conventions.thread_id, spans)), spans[0].trace_id)
         records.append([(key, span_record(s, nodes_of[key], chains, key)) for s in spans])
-    return [[read_span(data, Histories(nodes_of[key])) for key, data in trace] for trace in records]
+    histories = {key: Histories(nodes) for key, nodes in nodes_of.items()}  # one per thread, as a load reads them
+    return [[read_span(data, histories[key]) for key, data in trace] for trace in records]
 
 
 def _json_text(value: object) -> bool:
@@ -101,17 +103,70 @@ def _json_text(value: object) -> bool:
 def test_spans_read_back_give_the_same_groups_json_and_turns(source: str) -> None:
     traces = {"examples": _example_traces, "workload": _workload_traces}[source]()
     back = _stored_and_read_back(traces)
-    grouped = 0
+    grouped = decoded = 0
     for spans, read in zip(traces, back, strict=True):
         for s, r in zip(spans, read, strict=True):
-            for prefix in ("llm.input_messages.", "llm.output_messages.", "gen_ai.prompt."):
+            for prefix in (
+                "llm.input_messages.",
+                "llm.output_messages.",
+                "gen_ai.prompt.",
+                "gen_ai.completion.",
+                "llm.",
+            ):
                 assert indexed(r.attributes, prefix) == indexed(dict(r.attributes), prefix)
                 grouped += prefix in getattr(r.attributes, "groups", {})
             for key, value in s.attributes.items():
                 if _json_text(value):  # inline as it came, or compact JSON of the same value (a history)
                     assert r.attributes[key] in (value, orjson.dumps(orjson.loads(value)).decode())
+                items = stored_items(r.attributes, key)
+                if items is not None:  # decoded already: what decoding the text gives
+                    assert items == orjson.loads(r.attributes[key])
+                    decoded += 1
     assert grouped > 0
+    assert decoded > 0 or source == "examples"
     assert [trace_part(r).model_dump() for r in back] == [trace_part(s).model_dump() for s in traces]
+
+
+def test_decoded_items_are_used_only_while_the_key_holds_their_text() -> None:
+    [[span]] = _stored_and_read_back(
+        [[_span("t", "s", 1, {"gen_ai.input.messages": json.dumps([{"role": "user", "content": "x" * 80}] * 2)})]]
+    )
+    attrs = span.attributes
+    assert stored_items(attrs, "gen_ai.input.messages") == [{"role": "user", "content": "x" * 80}] * 2
+    attrs["gen_ai.input.messages"] = '[{"role":"user","content":"changed"}]'
+    assert stored_items(attrs, "gen_ai.input.messages") is None
+    assert [m.content for m in conventions.turn_inputs(span)] == ["changed"]
+    assert stored_items({"gen_ai.input.messages": "[]"}, "gen_ai.input.messages") is None
+
+
+def test_a_prefix_inside_a_flattened_history_is_looked_for_in_it() -> None:
+    attrs: dict[str, Any] = {"llm.model_name": "m", "llm.output_messages.0.message.role": "assistant"}
+    for i in range(12):
+        attrs[f"llm.input_messages.{i}.message.role"] = "user"
+        attrs[f"llm.input_messages.{i}.message.content"] = f"message number {i} " * 4
+    [[span]] = _stored_and_read_back([[_span("t", "s", 1, attrs)]])
+    assert "llm.input_messages." in span.attributes.groups  # type: ignore[attr-defined]
+    for prefix in ("llm.input_messages.1", "llm.output_messages.", "llm.input_messages.", "llm.model"):
+        assert indexed(span.attributes, prefix) == indexed(dict(span.attributes), prefix)
+    assert [g["message.content"] for g in indexed(span.attributes, "llm.input_messages.1")] == [
+        attrs["llm.input_messages.10.message.content"],
+        attrs["llm.input_messages.11.message.content"],
+    ]
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["user", "AI", " Model ", "developer", "tool", "x"]),
+            st.none(),
+            st.integers(),
+            st.lists(st.text(max_size=2), max_size=2),
+        )
+    )
+)
+def test_roles_of_is_role_of_of_each_value(raw: list[Any]) -> None:
+    for default in (None, "assistant"):
+        assert roles_of(raw, default) == [role_of(value, default) for value in raw]
 
 
 @settings(max_examples=300, deadline=None)

@@ -14,7 +14,7 @@ from tracing_eval.conventions.messages import (
     payload_messages,
     role_of,
 )
-from tracing_eval.conventions.values import as_int, as_str, content_text, loads, maybe_json, text
+from tracing_eval.conventions.values import as_int, as_str, content_text, loads, maybe_json, stored_items, text
 from tracing_eval.model import Message, Span, SpanEvent, ToolCall
 
 INPUT = "gen_ai.input.messages"
@@ -79,13 +79,19 @@ def with_finish_reasons(messages: list[Message], reasons: list[str]) -> list[Mes
 # --- gen_ai.input.messages / gen_ai.output.messages ---------------------------------------------
 
 
+def _input(span: Span) -> Any:
+    """`gen_ai.input.messages` as it reads: decoded already when the store kept its items."""
+    found = stored_items(span.attributes, INPUT)
+    return span.attributes.get(INPUT) if found is None else found
+
+
 def input_messages(span: Span) -> list[Message]:
-    return parts_messages(span.attributes.get(INPUT))
+    return parts_messages(_input(span))
 
 
 def input_tail(span: Span) -> list[Message]:
     """`input_messages` cut to what a turn is assembled from (`messages.turn_tail`)."""
-    return parts_messages(span.attributes.get(INPUT), tail=True)
+    return parts_messages(_input(span), tail=True)
 
 
 def output_messages(span: Span) -> list[Message]:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import methodcaller
 from typing import Any
 
 from tracing_eval.conventions.values import as_str, content_text, dumps, loads, maybe_json, result_text, text
@@ -28,6 +29,7 @@ _ROLES: dict[str, Role] = {
     "function": "tool",
     "ipython": "tool",
 }
+_ROLE_VALUE = methodcaller("get", "role")
 _INPUT_KEYS = ("input", "query", "question", "message", "prompt", "user_input", "text", "content")
 _OUTPUT_KEYS = ("output", "answer", "response", "result", "completion", "text", "content")
 
@@ -62,22 +64,35 @@ def parts_messages(value: Any, *, output: bool = False, tail: bool = False) -> l
     the system messages and those from the last assistant message on (see `turn_tail`)."""
     items = [item for item in _message_list(value) or [] if isinstance(item, dict)]
     if tail:
-        items = turn_tail(items, lambda item: role_of(item.get("role"), "assistant" if output else None))
+        items = turn_tail(items, _ROLE_VALUE, "assistant" if output else None)
     out: list[Message] = []
     for item in items:
         out.extend(parts_message(item, output=output))
     return out
 
 
-def turn_tail(items: list[Any], role: Callable[[Any], Role | None]) -> list[Any]:
+def turn_tail(items: list[Any], raw_role: Callable[[Any], Any], default: Role | None = None) -> list[Any]:
     """The raw history items a turn is assembled from: the system ones, and everything from the last
-    assistant item on (`role`: an item's canonical role, as its reader will decide it). What comes
-    before that answer belongs to earlier turns; an assistant item always reads as (ending with) an
-    assistant message, so the messages read from the tail end exactly as those of the whole history
-    do, and the tail is empty only when the whole history is."""
-    roles = list(map(role, items))
+    assistant item on (an item's role is `role_of(raw_role(item), default)`, as its reader will
+    decide it). What comes before that answer belongs to earlier turns; an assistant item always
+    reads as (ending with) an assistant message, so the messages read from the tail end exactly as
+    those of the whole history do, and the tail is empty only when the whole history is."""
+    roles = roles_of(list(map(raw_role, items)), default)
     cut = len(roles) - 1 - roles[::-1].index("assistant") if "assistant" in roles else 0
     return [item for item, r in zip(items[:cut], roles, strict=False) if r == "system"] + items[cut:]
+
+
+def roles_of(values: list[Any], default: Role | None = None) -> list[Role | None]:
+    """`role_of` of each value; the usual spellings are looked up in one pass in C."""
+    try:
+        found: list[Role | None] = list(map(_ROLES.get, values))
+    except TypeError:  # an unhashable value
+        return [role_of(value, default) for value in values]
+    if None in found:
+        found = [
+            role if role is not None else role_of(value, default) for role, value in zip(found, values, strict=True)
+        ]
+    return found
 
 
 def parts_message(raw: dict[str, Any], *, output: bool = False) -> list[Message]:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from operator import methodcaller
 from typing import Any
 
 from tracing_eval.conventions.messages import payload_messages, role_of, turn_tail
@@ -14,6 +15,7 @@ from tracing_eval.model import Message, Span, ToolCall
 KIND = "openinference.span.kind"
 INPUT_PREFIX = "llm.input_messages."
 OUTPUT_PREFIX = "llm.output_messages."
+_ROLE_VALUE = methodcaller("get", "message.role")
 _KINDS = {"LLM": "llm", "TOOL": "tool", "AGENT": "agent"}
 
 
@@ -58,7 +60,7 @@ def _message(fields: dict[str, Any], *, output: bool) -> Message | None:
 def _messages(span: Span, prefix: str, *, output: bool, tail: bool = False) -> list[Message]:
     groups = indexed(span.attributes, prefix)
     if tail:
-        groups = turn_tail(groups, lambda fields: role_of(fields.get("message.role"), "assistant" if output else None))
+        groups = turn_tail(groups, _ROLE_VALUE, "assistant" if output else None)
     found = (_message(fields, output=output) for fields in groups)
     return [m for m in found if m is not None]
 

@@ -6,7 +6,7 @@ Attribute content comes from arbitrary instrumentations; nothing here raises on 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from operator import methodcaller
 from typing import Any
 
@@ -139,15 +139,20 @@ def _is_text_block(value: Any) -> bool:
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     """Group flattened `<prefix>N.<rest>` attributes by N, in index order: `[{rest: value}, ...]`
     (read only: they may be shared). Attributes read back from the store keep their flattened
-    histories grouped (`history.Joined`): those groups are taken as they are."""
+    histories grouped (`history.Joined`): those groups are taken as they are, and another prefix is
+    looked for among the other keys only."""
     groups_of = getattr(attrs, "groups", None)
-    if groups_of is not None and prefix in groups_of and len(attrs) == getattr(attrs, "size", -1):
-        stored = groups_of[prefix]
-        if any("" in fields for fields in stored):  # `<prefix>N.` names no field
-            return [{rest: value for rest, value in fields.items() if rest} for fields in stored]
-        return stored
+    names: Iterable[Any] = attrs
+    if groups_of is not None and len(attrs) == getattr(attrs, "size", -1):
+        if prefix in groups_of:
+            stored = groups_of[prefix]
+            if any("" in fields for fields in stored):  # `<prefix>N.` names no field
+                return [{rest: value for rest, value in fields.items() if rest} for fields in stored]
+            return stored
+        if not any(group.startswith(prefix) or prefix.startswith(group) for group in groups_of):
+            names = attrs.plain  # type: ignore[attr-defined]  # the keys no flattened history put there
     try:
-        keys = list(filter(methodcaller("startswith", prefix), attrs))  # the filter runs in C
+        keys = list(filter(methodcaller("startswith", prefix), names))  # the filter runs in C
     except (AttributeError, TypeError):  # a key that is not a string
         keys = [k for k in attrs if isinstance(k, str) and k.startswith(prefix)]
     groups: dict[int, dict[str, Any]] = {}
@@ -157,6 +162,14 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
         if rest and index.isascii() and index.isdigit() and len(index) < 10:  # int() refuses 4300+ digits
             groups.setdefault(int(index), {})[rest] = attrs[key]
     return [groups[i] for i in sorted(groups)]
+
+
+def stored_items(attrs: Mapping[str, Any], key: str) -> list[Any] | None:
+    """The items the JSON list text at `key` decodes to, when the store already has them decoded
+    (`history.Joined`; read only: they may be shared), else None."""
+    found = getattr(attrs, "parsed", None)
+    found = found.get(key) if found else None
+    return found[1]() if found is not None and attrs.get(key) is found[0] else None
 
 
 def has_prefix(attrs: Mapping[str, Any], prefix: str) -> bool:

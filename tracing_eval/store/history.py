@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Set
+from functools import partial
 from operator import methodcaller
 from typing import Any, NamedTuple, TypeVar
 
@@ -404,26 +405,36 @@ def event_record(
 
 
 class Joined(dict[str, Any]):
-    """Attributes with their flattened histories put back, which also keep each such history as the
-    groups `conventions.values.indexed` would make of it again (`groups`: prefix -> one dict of
-    fields per message, read only), valid while the attributes keep `size` keys."""
+    """Attributes with their histories put back, which also keep what reading them again would make
+    (read only: shared), so that the conventions need not make it again:
 
-    __slots__ = ("groups", "size")
+    - `groups`: each flattened history as the groups `conventions.values.indexed` would make of it
+      (prefix -> one dict of fields per message), and `plain`: the other keys; valid while the
+      attributes keep `size` keys;
+    - `parsed`: each JSON list text with what gives the items it decodes to (key -> (the text, a
+      function)), for `conventions.values.stored_items`; valid while the key holds that very text.
+    """
+
+    __slots__ = ("groups", "parsed", "plain", "size")
 
     groups: dict[str, list[dict[str, Any]]]
+    parsed: dict[str, tuple[str, Callable[[], list[Any]]]]
+    plain: list[str]
     size: int
 
 
 class Histories:
     """Reads histories back from the nodes of one thread (`id -> (parent, data)`), each node parsed
     once however many spans share it; a history read back as JSON text is not parsed at all (a node
-    holds its message as the compact JSON that reading it would write again)."""
+    holds its message as the compact JSON that reading it would write again) until a reader asks
+    for its items (`Joined.parsed`)."""
 
     def __init__(self, nodes: Mapping[str, tuple[str | None, bytes]]) -> None:
         self._nodes = nodes
         self._chains: dict[str, list[Any]] = {}  # head -> its items
         self._items: dict[str, Any] = {}  # node -> its item, parsed once
         self._texts: dict[str, list[bytes]] = {}  # head -> its items' JSON
+        self._flat: dict[tuple[str, str], dict[str, Any]] = {}  # (prefix, head) -> its flattened fields
 
     def texts(self, head: str) -> list[bytes]:
         """The JSON of each item of the chain ending at `head`, as `messages` would dump them."""
@@ -447,6 +458,39 @@ class Histories:
             known[head] = found
         return found
 
+    def decoded(self, head: str, text: str) -> list[Any]:
+        """The items of `text`, the JSON list joined from the chain ending at `head`: from the longest
+        chain decoded already, else by decoding `text` whole (one call costs less than one per node)."""
+        found = self._chains.get(head)
+        if found is None:
+            node: str | None = head if self._chains else None  # none decoded yet: nothing to walk to
+            while node is not None and node not in self._chains:
+                node = self._nodes[node][0]
+            found = self.messages(head) if node is not None else self._chains.setdefault(head, orjson.loads(text))
+        return found
+
+    def flattened(self, prefix: str, head: str) -> dict[str, Any]:
+        """The chain ending at `head` as flattened attributes (`<prefix>N.<field>`, in index order;
+        read only): the longest such chain already made, copied, and the fields of the messages after it."""
+        found = self._flat.get((prefix, head))
+        if found is None:
+            items = self.messages(head)
+            start, node = len(items), head if self._flat else None  # none made yet: nothing to walk to
+            while node is not None and (prefix, node) not in self._flat:
+                start, node = start - 1, self._nodes[node][0]
+            found = dict(self._flat[prefix, node]) if node is not None else {}
+            for i in range(start if node is not None else 0, len(items)):
+                for field, value in items[i].items():
+                    found[f"{prefix}{i}.{field}"] = value
+            self._flat[prefix, head] = found
+        return found
+
+    def joined(self) -> None:
+        """Every span is read: forget the chains' JSON, which only joining needs (the spans keep this
+        object for decoding their JSON histories, `Joined.parsed`)."""
+        self._texts.clear()
+        self._flat.clear()
+
     def _item(self, node_id: str) -> Any:
         item = self._items.get(node_id)
         if item is None:
@@ -458,18 +502,22 @@ class Histories:
         if not isinstance(attrs, dict) or not any(_is_marker(v) for v in attrs.values()):
             return attrs
         out = Joined()
-        out.groups = {}
+        out.groups, out.parsed, out.plain = {}, {}, []
         for key, value in attrs.items():
             marker = value[MARK] if _is_marker(value) else None
             if marker is None or marker.get("head") not in self._nodes:  # a value that only looks like one
                 out[key] = value
+                out.plain.append(key)
                 continue
+            head = marker["head"]
             if marker.get("flat"):
-                items = self.messages(marker["head"])
-                for i, fields in enumerate(items):
-                    for rest, v in fields.items():
-                        out[f"{key}{i}.{rest}"] = v
-                out.groups[key] = items
+                out.update(self.flattened(key, head))
+                out.groups[key] = self.messages(head)
+                continue
+            if marker["s"] and "rest" not in marker:  # a JSON list text: its nodes' JSON joined
+                text = out[key] = orjson.dumps(orjson.Fragment(b"[" + b",".join(self.texts(head)) + b"]")).decode()
+                out.plain.append(key)
+                out.parsed[key] = (text, partial(self.decoded, head, text))  # decoded if it is read
                 continue
             restored: Any
             if marker["s"]:  # JSON text: the nodes' JSON joined, as dumping the parsed items would write it
@@ -481,6 +529,7 @@ class Histories:
                 pairs.insert(marker["at"], ("messages", restored))
                 restored = dict(pairs)
             out[key] = orjson.dumps(restored).decode() if marker["s"] else restored
+            out.plain.append(key)
         out.size = len(out)
         return out
 

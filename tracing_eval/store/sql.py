@@ -646,6 +646,8 @@ class SqlStore:
         events: dict[tuple[str, str], list[SpanEvent]] = defaultdict(list)
         for trace_id, span_id, data in raw_events:
             events[(trace_id, span_id)].append(history.read_event(data, histories[thread_of[trace_id]]))
+        for read in histories.values():
+            read.joined()
         for spans in by_trace.values():
             for s in spans:
                 extra = events.get((s.trace_id, s.span_id))
