@@ -478,8 +478,8 @@ class Histories:
             start, node = len(items), head if self._flat else None  # none made yet: nothing to walk to
             while node is not None and (prefix, node) not in self._flat:
                 start, node = start - 1, self._nodes[node][0]
-            found = dict(self._flat[prefix, node]) if node is not None else {}
-            for i in range(start if node is not None else 0, len(items)):
+            found, start = (dict(self._flat[prefix, node]), start) if node is not None else ({}, 0)
+            for i in range(start, len(items)):
                 for field, value in items[i].items():
                     found[f"{prefix}{i}.{field}"] = value
             self._flat[prefix, head] = found
@@ -514,22 +514,19 @@ class Histories:
                 out.update(self.flattened(key, head))
                 out.groups[key] = self.messages(head)
                 continue
-            if marker["s"] and "rest" not in marker:  # a JSON list text: its nodes' JSON joined
-                text = out[key] = orjson.dumps(orjson.Fragment(b"[" + b",".join(self.texts(head)) + b"]")).decode()
-                out.plain.append(key)
-                out.parsed[key] = (text, partial(self.decoded, head, text))  # decoded if it is read
-                continue
             restored: Any
             if marker["s"]:  # JSON text: the nodes' JSON joined, as dumping the parsed items would write it
-                restored = orjson.Fragment(b"[" + b",".join(self.texts(marker["head"])) + b"]")
+                restored = orjson.Fragment(b"[" + b",".join(self.texts(head)) + b"]")
             else:
-                restored = list(self.messages(marker["head"]))  # callers may change it; the chain is shared
+                restored = list(self.messages(head))  # callers may change it; the chain is shared
             if "rest" in marker:
                 pairs = list(marker["rest"].items())
                 pairs.insert(marker["at"], ("messages", restored))
                 restored = dict(pairs)
             out[key] = orjson.dumps(restored).decode() if marker["s"] else restored
             out.plain.append(key)
+            if marker["s"] and "rest" not in marker:  # a JSON list text: decoded if a reader asks
+                out.parsed[key] = (out[key], partial(self.decoded, head, out[key]))
         out.size = len(out)
         return out
 
