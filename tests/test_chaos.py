@@ -45,6 +45,7 @@ def test_replicas_killed_at_random_moments_leave_every_score_exactly_once(
         store_url=pg_url,
         kill_interval=(0.5, 1.5),
         max_kills=6,
+        min_kills=6,  # the work may be done before the sixth kill is due (a busy machine starts replicas slowly)
         min_uptime=2.5,
         load_seconds=5,
         transport=transport,

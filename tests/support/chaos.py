@@ -6,7 +6,8 @@ the fake judge in this process, then `plan.replicas` sidecars (`--source otlp-ht
 A loader sends the conversations as OTLP/protobuf, whole conversations per request, to a random
 replica, and resends what was not answered 200 (as an exporter does). A supervisor SIGKILLs a random
 replica every `kill_interval` seconds and starts it again at once, until the store says everything is
-done: every thread evaluated at its last version, nothing left in the outbox. `compare(reference,
+done (every thread evaluated at its last version, nothing left in the outbox) and `min_kills` kills
+happened. `compare(reference,
 run)` lists every difference between two outcomes that the promises forbid: a result or score missing
 or extra, a value that differs, a score or review item written twice. Used by `tests/test_chaos.py`
 (short runs) and `bench/chaos.py` (the full runs, figures in docs/reliability.md).
@@ -67,6 +68,7 @@ class Plan:
     store_url: str | None = None  # None: SQLite in the work folder (then one replica)
     kill_interval: tuple[float, float] | None = None  # seconds between SIGKILLs, uniform; None: no kills
     max_kills: int = 10_000
+    min_kills: int = 0  # the run goes on (idle or not) until this many kills: a fast run cannot skip them
     min_uptime: float = 3.0  # a replica is killed only after running this long (past its start-up)
     langfuse_fault_rate: float = 0.0  # share of Langfuse requests answered 429/503 (2/3) or hung (1/3)
     judge_fault_rate: float = 0.0  # share of judge calls answered with malformed JSON (1/2) or too late (1/2)
@@ -437,7 +439,7 @@ async def _supervise(plan: Plan, store: SqlStore, replicas: list[Replica], loade
     rng = random.Random(plan.seed * 7919)
     started = time.monotonic()
     next_kill = started + rng.uniform(*plan.kill_interval) if plan.kill_interval else float("inf")
-    while not (loader.done.is_set() and await _done(store, plan.threads)):
+    while not (loader.done.is_set() and out.kills >= plan.min_kills and await _done(store, plan.threads)):
         if loader.error is not None:
             raise AssertionError(f"the loader stopped: {loader.error}")
         if time.monotonic() - started > plan.liveness_seconds:
