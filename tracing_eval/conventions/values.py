@@ -165,8 +165,9 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
 
 
 def stored_items(attrs: Mapping[str, Any], key: str) -> list[Any] | None:
-    """The items the JSON list text at `key` decodes to, when the store already has them decoded
-    (`history.Joined`; read only: they may be shared), else None."""
+    """The items the JSON list text at `key` decodes to, when the store can give them from the
+    messages of its thread it decoded already (`history.Joined`; read only: they may be shared),
+    else None."""
     found = getattr(attrs, "parsed", None)
     found = found.get(key) if found else None
     return found[1]() if found is not None and attrs.get(key) is found[0] else None
