@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from tests.conftest import BACKENDS
 from tests.support.results import score_result
@@ -114,6 +114,32 @@ async def test_expired_lease_is_reclaimed_and_the_old_owner_cannot_record(store:
     assert not await store.record(c1, [Outgoing("id1", "thread", result())], None, [], T0 + 432)
     assert await store.record(c2, [Outgoing("id1", "thread", result())], None, [], T0 + 433)
     assert [r.id for r in await store.results()] == ["id1"]
+
+
+async def test_a_batch_records_only_the_claims_that_still_hold_their_lease(store: SqlStore) -> None:
+    """One `record_many` over claims of both modes, one of them taken over by another worker: the
+    others are recorded and marked by their mode (turns: the turns evaluated; thread: the thread
+    too), the lost one writes nothing and keeps the other worker's lease."""
+    await store.ingest(batch(span("a", "1"), conv="c1"), T0)
+    [turns] = await store.claim("w1", T0 + 61, READY, 10, 1000)  # c1 settled, not idle
+    await store.ingest(batch(span("b", "2"), conv="c2"), T0 + 100)
+    await store.ingest(batch(span("c", "3"), conv="c3"), T0 + 100)
+    lost, whole = sorted(await store.claim("w1", T0 + 401, READY, 10, 30), key=lambda c: c.thread_key)
+    assert (turns.mode, lost.mode, whole.mode) == (Mode.TURNS, Mode.THREAD, Mode.THREAD)
+    async with store.engine.begin() as conn:  # w2 took `lost` over after w1's lease ran out
+        await conn.execute(
+            update(schema.threads).where(schema.threads.c.key == lost.thread_key).values(lease_owner="w2")
+        )
+    items = [Evaluated(c, [Outgoing(f"id-{c.thread_key}", "thread", result())], None, {}) for c in (whole, lost, turns)]
+    assert await store.record_many(items, [], T0 + 433) == [True, False, True]
+    assert sorted(r.id for r in await store.results()) == sorted([f"id-{whole.thread_key}", f"id-{turns.thread_key}"])
+    th = schema.threads.c
+    async with store.engine.connect() as conn:
+        rows = await conn.execute(select(th.key, th.lease_owner, th.turns_evaluated_version, th.evaluated_version))
+        state = {r.key: (r.lease_owner, r.turns_evaluated_version, r.evaluated_version) for r in rows}
+    assert state == {turns.thread_key: (None, 1, 0), whole.thread_key: (None, 1, 1), lost.thread_key: ("w2", 0, 0)}
+    with pytest.raises(ValueError, match="two claims of one thread"):
+        await store.record_many([items[0], items[0]], [], T0 + 434)
 
 
 async def test_new_span_after_evaluation_makes_a_new_version(store: SqlStore) -> None:

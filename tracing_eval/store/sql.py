@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 import pydantic_core
-from sqlalchemy import Integer, and_, bindparam, delete, event, func, literal, literal_column, or_, select, text, update
+from sqlalchemy import and_, delete, event, func, literal, literal_column, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
@@ -217,7 +217,6 @@ class SqlStore:
         self._known = history.KnownNodes()
         self._chains = history.Chains()
         self._compiled: dict[str, str] = {}  # SQL of the bulk inserts by name (`_executemany`)
-        self._releases: dict[bool, Any] = {}  # `_release` statements by mode
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -676,11 +675,10 @@ class SqlStore:
         parts: dict[str, tuple[int, bytes]] = {}
         async with self.engine.begin() as conn:
             order = sorted(range(len(items)), key=lambda i: items[i].claim.thread_key)  # one lock order
+            released = await self._release_many(conn, [items[i].claim for i in order])
             for i in order:
                 item, claim = items[i], items[i].claim
-                params = {"claim_key": claim.thread_key, "claim_owner": claim.owner, "claim_version": claim.version}
-                res = await conn.execute(self._release(claim.mode is Mode.THREAD), params)
-                if res.rowcount != 1:
+                if claim not in released:
                     continue
                 recorded.add(i)
                 if item.review is not None and item.review.reasons and claim.mode is Mode.THREAD:
@@ -690,22 +688,40 @@ class SqlStore:
             await self._write_parts(conn, parts)
         return [i in recorded for i in range(len(items))]
 
-    def _release(self, thread_mode: bool) -> Any:
-        """The update that releases a claim's lease and marks its version evaluated (its turns; with
-        `thread_mode` the thread too), where the claim still holds the lease: parameters `claim_key`,
-        `claim_owner`, `claim_version`. Built once per store and mode."""
-        stmt = self._releases.get(thread_mode)
-        if stmt is None:
-            th = t.threads.c
-            turns_version = func.max if self.dialect == "sqlite" else func.greatest
-            version = bindparam("claim_version", type_=Integer)
-            values: dict[str, Any] = {"lease_owner": None, "lease_until": None, "attempts": 0, "last_error": None}
-            values["turns_evaluated_version"] = turns_version(th.turns_evaluated_version, version)
-            if thread_mode:
-                values["evaluated_version"] = version
-            where = (th.key == bindparam("claim_key"), th.lease_owner == bindparam("claim_owner"))
-            stmt = self._releases[thread_mode] = update(t.threads).where(*where).values(**values)
-        return stmt
+    async def _release_many(self, conn: AsyncConnection, claims: Sequence[Claim]) -> set[Claim]:
+        """Release the lease of each claim that still holds it and mark its version evaluated (its
+        turns; a thread claim the thread too), in one statement per chunk; returns those claims. On
+        PostgreSQL the rows are locked in key order first, as ingest locks them."""
+        by_key = {c.thread_key: c for c in claims}
+        if len(by_key) != len(claims):
+            raise ValueError("a batch holds two claims of one thread")
+        released: set[Claim] = set()
+        th = t.threads.c
+        for chunk in _chunks(sorted(by_key), _CHUNK // 4):  # four parameters per claim
+            if self.dialect != "sqlite":
+                await conn.execute(select(th.key).where(th.key.in_(chunk)).order_by(th.key).with_for_update())
+            params: dict[str, Any] = {}
+            rows = []
+            for n, key in enumerate(chunk):
+                claim = by_key[key]
+                params.update({f"k{n}": key, f"o{n}": claim.owner, f"v{n}": claim.version})
+                params[f"m{n}"] = int(claim.mode is Mode.THREAD)
+                rows.append(f"(:k{n}, :o{n}, CAST(:v{n} AS INTEGER), CAST(:m{n} AS INTEGER))")
+            result = await conn.execute(text(self._release_sql().format(rows=", ".join(rows))), params)
+            released.update(by_key[key] for key in result.scalars())
+        return released
+
+    def _release_sql(self) -> str:
+        """`_release_many`'s statement with `{rows}` left for the claims' VALUES rows (key, owner,
+        version, thread mode as 1 or 0)."""
+        greatest = "max" if self.dialect == "sqlite" else "greatest"
+        return (
+            "WITH c(k, o, v, m) AS (VALUES {rows}) "
+            "UPDATE threads SET lease_owner = NULL, lease_until = NULL, attempts = 0, last_error = NULL, "
+            f"turns_evaluated_version = {greatest}(threads.turns_evaluated_version, c.v), "
+            "evaluated_version = CASE WHEN c.m = 1 THEN c.v ELSE threads.evaluated_version END "
+            "FROM c WHERE threads.key = c.k AND threads.lease_owner = c.o RETURNING threads.key"
+        )
 
     async def _write_parts(self, conn: AsyncConnection, parts: dict[str, tuple[int, bytes]]) -> None:
         """Store the assembled part of each trace at its revision."""
