@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import orjson
@@ -290,6 +291,17 @@ async def test_schema_version_mismatch_is_a_clear_error(store: SqlStore, setting
     with pytest.raises(StoreError, match="schema version 999"):
         await other.open()
     await other.close()
+
+
+async def test_a_sqlite_too_old_for_the_store_is_a_clear_error(
+    tmp_path: Any, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.31.1")
+    store = SqlStore(f"sqlite+aiosqlite:///{tmp_path / 'old.db'}")
+    with pytest.raises(StoreError, match=r"SQLite 3\.31\.1 is too old for the store: it needs 3\.35\.0 or newer"):
+        await store.open()
+    assert not (tmp_path / "old.db").exists()
 
 
 async def test_unreachable_store_is_a_clear_error(tmp_path: Any, backend: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sqlite3
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -49,6 +50,8 @@ from tracing_eval.store.base import (
 )
 
 _CHUNK = 500  # keeps IN (...) lists under SQLite's variable limit
+#: the oldest SQLite the store's statements run on (RETURNING)
+SQLITE_MIN = (3, 35, 0)
 #: Columns of the ingest's bulk inserts, in the order of their rows' values.
 _SPAN_COLUMNS = ("trace_id", "span_id", "data", "received_at")
 _MESSAGE_COLUMNS = ("thread_key", "id", "parent", "data")
@@ -222,6 +225,11 @@ class SqlStore:
 
     async def open(self) -> None:
         """Create the schema if missing and check its version."""
+        if self.dialect == "sqlite" and sqlite3.sqlite_version_info < SQLITE_MIN:
+            raise StoreError(
+                f"SQLite {sqlite3.sqlite_version} is too old for the store: it needs {'.'.join(map(str, SQLITE_MIN))} "
+                "or newer (UPDATE ... FROM, RETURNING). Use a Python built with a newer SQLite, or PostgreSQL."
+            )
         threads_before = set(threading.enumerate())
         try:
             async with self.engine.begin() as conn:
