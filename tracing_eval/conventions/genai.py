@@ -80,7 +80,8 @@ def with_finish_reasons(messages: list[Message], reasons: list[str]) -> list[Mes
 
 
 def _input(span: Span) -> Any:
-    """`gen_ai.input.messages` as it reads: decoded already when the store kept its items."""
+    """`gen_ai.input.messages` as it reads: the items the store decodes from the messages of the thread
+    it read back (`values.stored_items`), else the attribute as it is."""
     found = stored_items(span.attributes, INPUT)
     return span.attributes.get(INPUT) if found is None else found
 
