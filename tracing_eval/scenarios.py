@@ -29,7 +29,9 @@ from tracing_eval.transcripts import thread_to_messages
 #: Namespace of scenario ids (uuid5 of the conversation id).
 SCENARIO_NAMESPACE = uuid.UUID("3c6f2f1e-8d0a-5b7e-9f3a-6e1d2c4b5a70")
 GoalSource = Literal["task_success", "judge", "first_user_message"]
-_IDENTIFIER = re.compile(r"\b(?=[A-Za-z0-9-]*\d)[A-Za-z0-9-]{4,}\b")
+#: An identifier: 4+ letters, digits and hyphens with a digit among the first 64 (looked for that far
+#: only, so "a-b-c-..." is not scanned to its end from each of its words).
+_IDENTIFIER = re.compile(r"\b(?=[A-Za-z0-9-]{0,63}\d)[A-Za-z0-9-]{4,}\b")
 _HUMAN = re.compile(r"\b(?:human|person|agent|representative|manager|supervisor)\b", re.I)
 MAX_GOAL_CHARS = 300
 STOP_CONDITION = (

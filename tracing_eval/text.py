@@ -126,8 +126,11 @@ def word_units(text: str) -> list[str]:
 
 
 _ENDS = frozenset(".!?…。！？；｡।؟\n")
-_PIECE = re.compile(rf"[^\W_{_SPACELESS}]+|[{_SPACELESS}]+|[.!?…]+(?=\s|$|[{_SPACELESS}])|[。！？；｡।؟\n]")
-_ASCII_PIECE = re.compile(r"[a-z0-9]+|[.!?]+(?=\s|$)|\n")
+# A run of sentence marks is tried whole from its first mark only (the look-behind, and no giving
+# back): a mark is a sentence end only when its run is followed by a space, the end or a spaceless
+# script, and retrying inside a long run not so followed ("!?!?...") would cost its square.
+_PIECE = re.compile(rf"[^\W_{_SPACELESS}]+|[{_SPACELESS}]+|(?<![.!?…])[.!?…]++(?=\s|$|[{_SPACELESS}])|[。！？；｡।؟\n]")
+_ASCII_PIECE = re.compile(r"[a-z0-9]+|(?<![.!?])[.!?]++(?=\s|$)|\n")
 
 
 def sentence_words(text: str) -> list[list[str]]:

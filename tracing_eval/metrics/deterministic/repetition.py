@@ -66,6 +66,14 @@ TOPIC_TURNS = 3
 SAME_QUESTION = 0.8
 USER_WINDOW = 6
 MAX_SEGMENTS = 20
+#: Bounds that keep one huge reply linear: a reply's first MAX_COMPARED sentences are compared (its
+#: later ones are not), by their first MAX_SENTENCE_TOKENS tokens, and the whole reply by its first
+#: MAX_WHOLE_TOKENS (a user message too, where two are compared). A sentence is scored against every sentence of the window, so without them a
+#: reply of 20,000 short sentences, or one of 100,000 words and no stop, costs its size squared.
+#: Far above what replies hold (the shared datasets: 23 sentences, 83 tokens a sentence, 150 a reply).
+MAX_COMPARED = 200
+MAX_SENTENCE_TOKENS = 200
+MAX_WHOLE_TOKENS = 2000
 #: Below this share of English function words among the replies' words, the stop-word list and
 #: stemming do not apply (another language or script): verbatim repeats are still found, paraphrase
 #: closeness is not, and the judge gate treats the thread as uncovered.
@@ -189,15 +197,18 @@ def prepare(items: list[Located]) -> list[Reply]:
     for item in items:
         sents = sentence_words(item.text)
         exact, raw = [], []
-        words = 0
+        words = compared = 0
         for written in sents:
             key, content, tokens_written, n = sentence_key(written)
+            if key:
+                compared += 1
+                key = key[:MAX_SENTENCE_TOKENS] if compared <= MAX_COMPARED else []
             keys.append(key)
             exact.append(content)
             raw += tokens_written
             words += n
         whole = _hash_numbers(raw)
-        keys.append(whole if len(whole) >= LONG_SENTENCE_TOKENS else [])
+        keys.append(whole[:MAX_WHOLE_TOKENS] if len(whole) >= LONG_SENTENCE_TOKENS else [])
         parts.append((item, sents, keys[-len(sents) - 1 : -1], exact, raw, words))
     encoded = encode_all(keys)
     out = []
@@ -234,7 +245,7 @@ class Context:
     def user_tokens(self, turn: int) -> tuple[str, ...]:
         found = self._user_tokens.get(turn)
         if found is None:
-            found = self._user_tokens[turn] = tuple(tokens(self.user.get(turn, "")))
+            found = self._user_tokens[turn] = tuple(tokens(self.user.get(turn, "")))[:MAX_WHOLE_TOKENS]
         return found
 
     def inputs(self, turn: int) -> frozenset[str]:

@@ -30,7 +30,7 @@ MIN_SCRIPT_LETTERS = 12
 SCRIPT_SHARE = 0.6
 
 PLACEHOLDER = re.compile(
-    r"\{\{.*?\}\}|\{\{|\}\}|\$\{[A-Za-z_][\w.]*\}|\{%.*?%\}|\[object Object\]"
+    r"\{\{.{0,200}?\}\}|\{\{|\}\}|\$\{[A-Za-z_][\w.]*\}|\{%.{0,200}?%\}|\[object Object\]"
     r"|<INSERT\b|\[(?:INSERT|PLACEHOLDER|TODO|TBD)\b"
     r"|\[(?:YOUR|CUSTOMER|USER|COMPANY|PRODUCT)[ _](?:NAME|EMAIL|PHONE|ADDRESS|COMPANY)\]"
     r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b",

@@ -42,13 +42,23 @@ class Slot:
     keyed_needs: tuple[str, ...] = ()
 
 
-_ID = r"#?\s*((?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,24})"
+#: A value with a digit among its (at most 25) characters; the look-ahead reads no further than that,
+#: so trying it after each of many connector words does not read a long run to its end each time.
+_ID = r"#?\s*+((?=[A-Za-z0-9_-]{0,24}\d)[A-Za-z0-9][A-Za-z0-9_-]{2,24})"
+#: The words between a slot's name and its value ("order number is #", "número de pedido es"). Written
+#: so that a text has one way to be read: the spaces before each word are that word's, those after the
+#: last word are the final `\s*+`'s, and no word is spelled by two alternatives ("no" was both `no\.?` and
+#: `n[º°o]\.?`). With the spaces on both sides of each word, "order number - - ... - 1!" was tried
+#: every way its spaces split before the value failed: 0.9 s at 18 dashes, doubling with each one more.
 _IS = (
-    r"(?:\s*(?:is|was|=|:|-|of|no\.?|number|num|#|es|era|est|ist|lautet|war|é|è|n[º°o]\.?|n[uú]mero|num[ée]ro"
-    r"|nummer|numero|de|del|do|da|di)\s*)*"
+    r"(?:(?:\s*+(?:is|was|=|:|-|of|number|num|#|es|era|est|ist|lautet|war|é|è|n[º°o]\.?|n[uú]mero|num[ée]ro"
+    r"|nummer|de|del|do|da|di))+\s*+)?"
 )
 
-_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+#: The address is group 1: it starts at the first word character of its run of [\w.+-]. The match
+#: starts at the run's start only (the look-behind) and never gives back: retrying from every
+#: position of a long run before a stray "@" would cost the run's square.
+_EMAIL = re.compile(r"(?<![\w.+-])[.+-]*+(\w[\w.+-]*+@[\w-]+(?:\.[\w-]+)+)\b")
 _PHONE = re.compile(r"(?<![\w-])\+?\d{0,3}[\s.-]?\(?\d{3}\)?[\s.-]?\d{3}[\s.-]?\d{4}(?![\w-])")
 _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
@@ -67,7 +77,13 @@ _BIRTH_CONTEXT = Folded(
 )
 _USER_ID_SHAPE = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{2,}\b")
 _RESERVATION_SHAPE = re.compile(r"\b(?![A-Z]{3}\d{3}\b)(?:(?=[A-Z]*\d)(?=\d*[A-Z])[A-Z0-9]{5,8}|[A-Z]{6})\b")
-_CODE_WITH_DIGIT = re.compile(r"#?\b(?=[A-Za-z0-9-]*\d)[A-Za-z0-9][A-Za-z0-9-]{2,24}\b")
+#: A code of 3-25 letters, digits and hyphens with a digit among its first 25 characters (the digit is
+#: looked for that far only: a look-ahead over the whole run from every word in "a-b-c-..." would cost
+#: the run's square).
+_CODE_WITH_DIGIT = re.compile(r"#?\b(?=[A-Za-z0-9-]{0,24}\d)[A-Za-z0-9][A-Za-z0-9-]{2,24}\b")
+#: A bare user id: a run of [\w.-] with a digit or "_", from its first to its last word character
+#: (group 1), tried from the run's start only, as `_EMAIL` is.
+_ID_WITH_DIGIT = re.compile(r"(?<![\w.-])[.-]*+((?=[\w.-]*?[\d_])\w[\w.-]*\b)")
 _ZIP = r"(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2})"  # US ZIP(+4) or UK postcode
 _ZIP_SHAPE = re.compile(rf"\b{_ZIP}\b")
 _NAME_SHAPE = re.compile(r"^\s*(?:it'?s\s+|i'?m\s+|this is\s+)?([A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+){0,3})\s*[.!]?\s*$")
@@ -82,8 +98,8 @@ SLOTS: tuple[Slot, ...] = (
         Folded(r"\border\s*(?:number|#|id\b|no\b)"),
         keyed=(
             re.compile(
-                rf"\b(?:order|pedido|orden|commande|bestellung|bestellnummer|ordine){_IS}#?\s*"
-                r"((?=[A-Za-z0-9-]*\d)[A-Za-z0-9][A-Za-z0-9-]{4,24})\b",
+                rf"\b(?:order|pedido|orden|commande|bestellung|bestellnummer|ordine){_IS}#?\s*+"
+                r"((?=[A-Za-z0-9-]{0,24}\d)[A-Za-z0-9][A-Za-z0-9-]{4,24})\b",
                 _I,
             ),
         ),
@@ -147,16 +163,16 @@ SLOTS: tuple[Slot, ...] = (
     ),
     Slot(
         "user_id",
-        Folded(r"\buser\s*-?\s*(?:id|name)\b|\busername\b|\blogin\b"),
+        Folded(r"\buser\s*+-?\s*+(?:id|name)\b|\busername\b|\blogin\b"),
         keyed=(
             re.compile(
-                r"\b(?:user\s*-?\s*id|user\s*name|login|usuario|identifiant|benutzer(?:name|-?id)?|usu[aá]rio|utente)"
-                rf"{_IS}((?=[\w.@-]*[\d_])[\w.@-]*\w)",
+                r"\b(?:user\s*+-?\s*+id|user\s*name|login|usuario|identifiant|benutzer(?:name|-?id)?|usu[aá]rio|utente)"
+                rf"{_IS}((?=[\w.@-]{{0,63}}[\d_])[\w.@-]*\w)",
                 _I,
             ),
         ),
         shaped=_USER_ID_SHAPE,
-        bare=re.compile(r"\b[\w.-]*[\d_][\w.-]*\b"),
+        bare=_ID_WITH_DIGIT,
         asked_as_elsewhere=Folded(
             r"\b(?:id|identificador|nombre)\s+de\s+usuario\b|\bidentifiant\b|\bnom\s+d'utilisateur\b"
             r"|\bbenutzer(?:name|-?id|kennung)\b|\b(?:id|nome)\s+de\s+usu[aá]rio\b|\b(?:id|nome)\s+utente\b",
@@ -167,7 +183,7 @@ SLOTS: tuple[Slot, ...] = (
     Slot(
         "account_id",
         Folded(r"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no)\b"),
-        keyed=(re.compile(rf"\b(?:account|customer|member(?:ship)?)\s*(?:number|id|no\.?|#){_IS}{_ID}", _I),),
+        keyed=(re.compile(rf"\b(?:account|customer|member(?:ship)?)\s*+(?:number|id|no\.?|#){_IS}{_ID}", _I),),
         bare=_CODE_WITH_DIGIT,
         asked_as_elsewhere=Folded(
             r"\bn[uú]mero\s+de\s+(?:cuenta|cliente|socio)\b|\bnum[ée]ro\s+de\s+(?:compte|client)\b"
@@ -201,7 +217,7 @@ SLOTS: tuple[Slot, ...] = (
     Slot(
         "tracking_number",
         Folded(r"\btracking\s*(?:number|id|code)\b"),
-        keyed=(re.compile(rf"\btracking\s*(?:number|id|code)?{_IS}{_ID}", _I),),
+        keyed=(re.compile(rf"\btracking\s*+(?:number|id|code)?{_IS}{_ID}", _I),),
         bare=_CODE_WITH_DIGIT,
         asked_as_elsewhere=Folded(
             r"\bn[uú]mero\s+de\s+(?:seguimiento|rastreo|rastreamento)\b|\bnum[ée]ro\s+de\s+suivi\b|\bsendungsnummer\b"
@@ -436,7 +452,7 @@ def values_in(text: str) -> Iterator[tuple[str, str]]:
                         yield slot.name, m.group(1).strip(" .,-")
             if slot.shaped is not None and shaped.get(slot.name, True):
                 for m in slot.shaped.finditer(sentence):
-                    yield slot.name, m.group(0).strip()
+                    yield slot.name, m.group(m.re.groups and 1).strip()
 
 
 def wants_other_value(slot_name: str, sentence: str) -> bool:

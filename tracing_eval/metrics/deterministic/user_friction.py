@@ -70,9 +70,17 @@ _CONFIRMATION = re.compile(
 #: asking for other options again is browsing, not a repeated request
 _ALTERNATIVES = re.compile(r"\b(?:other|another|else|more|different|alternatives?|next)\b", re.IGNORECASE)
 #: a reply that asks the user to give or confirm something: answering it again is not a repeat
-_ASKS_AGAIN = re.compile(
-    r"\bconfirm\b|\b(?:provide|repeat|re-?enter|say|tell me|give me|spell)\b[^.?!]*\?|\bagain\b", re.IGNORECASE
-)
+_ASKS_AGAIN = re.compile(r"\bconfirm\b|\bagain\b", re.IGNORECASE)
+#: A verb that asks for something again, in a clause that ends with a question mark.
+_ASK_VERB = re.compile(r"\b(?:provide|repeat|re-?enter|say|tell me|give me|spell)\b", re.IGNORECASE)
+#: A clause ending in "?", read from its start only (scanning on from every verb in a long clause
+#: would cost its square).
+_QUESTION_CLAUSE = re.compile(r"(?<![^.?!])[^.?!]*+\?")
+
+
+def asks_again(reply: str) -> bool:
+    """The reply asks the user to confirm, repeat or give something again."""
+    return bool(_ASKS_AGAIN.search(reply) or any(_ASK_VERB.search(c) for c in _QUESTION_CLAUSE.findall(reply)))
 
 
 def shouting(text: str) -> bool:
@@ -95,7 +103,7 @@ def repeats_a_request(text: str, reply: str, earlier: list[frozenset[str]], word
         return False
     if _CONFIRMATION.match(text) or cues.CLOSING.search(text) or cues.DECLINE.search(text):
         return False
-    return not (_ALTERNATIVES.search(text) or (reply and _ASKS_AGAIN.search(reply)))
+    return not (_ALTERNATIVES.search(text) or (reply and asks_again(reply)))
 
 
 def flags_for(
