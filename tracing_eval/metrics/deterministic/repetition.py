@@ -68,9 +68,10 @@ USER_WINDOW = 6
 MAX_SEGMENTS = 20
 #: Bounds that keep one huge reply linear: a reply's first MAX_COMPARED sentences are compared (its
 #: later ones are not), by their first MAX_SENTENCE_TOKENS tokens, and the whole reply by its first
-#: MAX_WHOLE_TOKENS (a user message too, where two are compared). A sentence is scored against every sentence of the window, so without them a
-#: reply of 20,000 short sentences, or one of 100,000 words and no stop, costs its size squared.
-#: Far above what replies hold (the shared datasets: 23 sentences, 83 tokens a sentence, 150 a reply).
+#: MAX_WHOLE_TOKENS (a user message too, where two are compared). A sentence is scored against every
+#: sentence of the window, so without them a reply of 20,000 short sentences, or one of 100,000 words
+#: and no stop, costs its size squared. Far above what replies hold (the shared datasets: 23
+#: sentences, 83 tokens a sentence, 150 a reply).
 MAX_COMPARED = 200
 MAX_SENTENCE_TOKENS = 200
 MAX_WHOLE_TOKENS = 2000
