@@ -118,8 +118,8 @@ def _word(i: int) -> str:
     """A distinct letters-only word for each i (digits would read as one number token)."""
     out = ""
     while True:
-        i, r = divmod(i, 26)
-        out += "bcdfghjklmnpqrstvwxz"[r % 20] + "aeiou"[r % 5]
+        i, r = divmod(i, 100)  # one consonant-vowel syllable per base-100 digit
+        out += "bcdfghjklmnpqrstvwxz"[r // 5] + "aeiou"[r % 5]
         if not i:
             return out + "x"
 

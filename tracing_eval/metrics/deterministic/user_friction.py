@@ -70,7 +70,7 @@ _CONFIRMATION = re.compile(
 #: asking for other options again is browsing, not a repeated request
 _ALTERNATIVES = re.compile(r"\b(?:other|another|else|more|different|alternatives?|next)\b", re.IGNORECASE)
 #: a reply that asks the user to give or confirm something: answering it again is not a repeat
-_ASKS_AGAIN = re.compile(r"\bconfirm\b|\bagain\b", re.IGNORECASE)
+_CONFIRM_OR_AGAIN = re.compile(r"\bconfirm\b|\bagain\b", re.IGNORECASE)
 #: A verb that asks for something again, in a clause that ends with a question mark.
 _ASK_VERB = re.compile(r"\b(?:provide|repeat|re-?enter|say|tell me|give me|spell)\b", re.IGNORECASE)
 #: A clause ending in "?", read from its start only (scanning on from every verb in a long clause
@@ -80,7 +80,7 @@ _QUESTION_CLAUSE = re.compile(r"(?<![^.?!])[^.?!]*+\?")
 
 def asks_again(reply: str) -> bool:
     """The reply asks the user to confirm, repeat or give something again."""
-    return bool(_ASKS_AGAIN.search(reply) or any(_ASK_VERB.search(c) for c in _QUESTION_CLAUSE.findall(reply)))
+    return bool(_CONFIRM_OR_AGAIN.search(reply) or any(_ASK_VERB.search(c) for c in _QUESTION_CLAUSE.findall(reply)))
 
 
 def shouting(text: str) -> bool:
