@@ -14,14 +14,23 @@ a space, "order number - - ... - 1!") can hold a worker for minutes or hours. Tw
    texts that were quadratic or worse before the fix (`HOSTILE`; the URL credentials pattern runs on
    log lines, not in a metric, so only the first check sees it), at 16k, 64k and 256k characters
    each: CPU seconds per size and the growth from the last size but one to the last.
+3. Every deterministic metric alone on long threads (`--turns`, default 1,000, 2,000 and 4,000
+   turns) of two shapes: the synthetic support conversation of `bench/deterministic.py` (a tool call
+   every other turn, one result in five an error), and an agent that searches, fails and searches
+   again for something else on every turn (`FAILED_SEARCHES`, what made `tool_errors` quadratic).
+   CPU milliseconds per length (the fastest of three runs), caches cleared and the garbage collector paused for each timed call
+   (its full collections grow with the heap, not with the metric), and the growth over the last
+   doubling: linear is about 2, quadratic about 4.
 
     .venv/bin/python bench/hostile_text.py                 # a few minutes
     .venv/bin/python bench/hostile_text.py --patterns '' --sizes 4000,16000 --texts emails,repetition
+    .venv/bin/python bench/hostile_text.py --patterns '' --sizes '' --turns 800,1600,3200
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import itertools
 import pkgutil
@@ -153,12 +162,77 @@ def check_metrics(sizes: tuple[int, ...], labels: list[str]) -> list[list[str]]:
     return rows
 
 
+def failed_searches(turns: int) -> list[dict[str, Any]]:
+    """An agent thread in which every turn's search fails and a search for the other place succeeds."""
+    messages: list[dict[str, Any]] = []
+    for k in range(turns):
+
+        def call(cid: str, query: str) -> dict[str, Any]:
+            arguments = f'{{"query": "{query}"}}'
+            function = {"name": "search", "arguments": arguments}
+            return {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": cid, "type": "function", "function": function}],
+            }
+
+        messages += [
+            {"role": "user", "content": f"Search flights to city{k}, or else flights to town{k}."},
+            call(f"a{k}", f"flights to city{k}"),
+            {"role": "tool", "tool_call_id": f"a{k}", "content": "Error: no flights found"},
+            call(f"b{k}", f"flights to town{k}"),
+            {"role": "tool", "tool_call_id": f"b{k}", "content": '{"flights": ["XY123"]}'},
+            {"role": "assistant", "content": "I found a flight for you."},
+        ]
+    return messages
+
+
+def check_lengths(turns: tuple[int, ...], repeat: int) -> list[list[str]]:
+    """CPU ms (the fastest of `repeat` runs) of each deterministic metric alone on threads of each
+    length, per thread shape."""
+    from deterministic import clear_metric_caches, synthetic_lines
+
+    from tracing_eval.config import DETERMINISTIC_PACK, Settings
+    from tracing_eval.metrics.catalogue import build_metrics
+    from tracing_eval.transcripts import thread_from_json_line, thread_from_messages
+
+    metrics = build_metrics(Settings(), DETERMINISTIC_PACK).deterministic
+    shapes = {
+        "support conversation": lambda n: thread_from_json_line(synthetic_lines(1, n)[0], 1),
+        "failed searches": lambda n: thread_from_messages("searches", failed_searches(n)),
+    }
+    rows = []
+    for shape, make in shapes.items():
+        threads = [make(n) for n in turns]
+        for metric in metrics:
+            ms = []
+            for thread in threads:
+                runs = []
+                for _ in range(repeat):
+                    clear_metric_caches()
+                    gc.collect()
+                    gc.disable()
+                    start = time.process_time()
+                    metric.evaluate(thread)
+                    runs.append(1000 * (time.process_time() - start))
+                    gc.enable()
+                ms.append(min(runs))
+            growth = ms[-1] / max(ms[-2], 1e-6)
+            rows.append([shape, metric.spec.name, *(f"{m:.1f}" for m in ms), f"{growth:.1f}"])
+            print(f"  {shape}, {metric.spec.name}: {[round(m, 1) for m in ms]}", flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--patterns", default="all", help="'' to skip the pattern check")
     ap.add_argument("--size", type=int, default=2000, help="characters of the smaller attack text")
     ap.add_argument("--ratio", type=float, default=8.0, help="growth from size to 4 x size that counts as slow")
-    ap.add_argument("--sizes", default="16000,64000,256000", help="characters per message for the metrics check")
+    ap.add_argument(
+        "--sizes", default="16000,64000,256000", help="characters per message for the metrics check ('' to skip)"
+    )
+    ap.add_argument("--turns", default="1000,2000,4000", help="thread lengths for the long-thread check ('' to skip)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per metric and length in the long-thread check")
     ap.add_argument(
         "--texts", default="", help="only the hostile texts whose label holds one of these words (comma-separated)"
     )
@@ -175,11 +249,17 @@ def main() -> None:
             if slow
             else "none"
         )
-    sizes = tuple(int(n) for n in args.sizes.split(","))
-    words = [w.strip() for w in args.texts.split(",") if w.strip()]
-    rows = check_metrics(sizes, [label for label in HOSTILE if not words or any(w in label for w in words)])
-    print("\nevery deterministic metric on a thread of four such messages, CPU seconds:")
-    print(table(["text (each message)", *(f"{n // 1000}k chars" for n in sizes), "growth, last 4x"], rows))
+    if args.sizes:
+        sizes = tuple(int(n) for n in args.sizes.split(","))
+        words = [w.strip() for w in args.texts.split(",") if w.strip()]
+        rows = check_metrics(sizes, [label for label in HOSTILE if not words or any(w in label for w in words)])
+        print("\nevery deterministic metric on a thread of four such messages, CPU seconds:")
+        print(table(["text (each message)", *(f"{n // 1000}k chars" for n in sizes), "growth, last 4x"], rows))
+    if args.turns:
+        turns = tuple(int(n) for n in args.turns.split(","))
+        rows = check_lengths(turns, args.repeat)
+        print("\neach deterministic metric alone on long threads, CPU ms:")
+        print(table(["thread", "metric", *(f"{n:,} turns" for n in turns), "growth, last 2x"], rows))
 
 
 if __name__ == "__main__":

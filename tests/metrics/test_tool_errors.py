@@ -5,7 +5,10 @@ import random
 import re
 from typing import Any
 
-from tracing_eval.metrics.deterministic.tool_errors import ToolErrors, canonical_args, named
+import pytest
+
+from tracing_eval.metrics.deterministic import tool_errors
+from tracing_eval.metrics.deterministic.tool_errors import Mentions, ToolErrors, canonical_args, named
 from tracing_eval.model import MetricResult, Scope, Status, Thread
 from tracing_eval.transcripts import thread_from_messages
 
@@ -258,3 +261,57 @@ def test_named_finds_a_value_where_the_case_insensitive_token_pattern_does() -> 
         value = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3)))
         assert named(text, value) == reference(text, value), (text, value)
     assert named("order W884122 failed", "w884122") and not named("order W884122-1", "W884122")
+
+
+@pytest.mark.parametrize("index_from", [0, 32])
+def test_mentions_answer_as_the_joined_earlier_messages_do(monkeypatch: pytest.MonkeyPatch, index_from: int) -> None:
+    """`Mentions.before` reads one message at a time and, with its token index, only the messages that
+    can name the value; it must answer as `named` over all the earlier messages joined, for any value
+    without a line break."""
+    monkeypatch.setattr(tool_errors, "INDEX_FROM", index_from)
+    rng = random.Random(7)
+    alphabet = "aAbB1-_ .#é\u212a"
+    for _ in range(3000):
+        context = [
+            (p, "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10))))
+            for p in sorted(rng.sample(range(20), rng.randint(0, 6)))
+        ]
+        mentions = Mentions(context)
+        for _ in range(4):
+            value = "".join(rng.choice(alphabet + "k") for _ in range(rng.randint(0, 3)))
+            position = rng.randint(0, 21)
+            joined = "\n".join(text for p, text in context if p < position)
+            assert mentions.before(value, position) == named(joined, value), (context, value, position)
+
+
+def test_a_long_thread_of_failures_reads_its_messages_about_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each failed search is followed by a successful one on another query, so every failure asks
+    whether the queries were named before it. The messages are read about once in all, not once per
+    failure (the earlier version joined all earlier messages for each failure: quadratic)."""
+    read: list[int] = []
+
+    def counting(text: str, value: str) -> bool:
+        read.append(len(text))
+        return named(text, value)
+
+    monkeypatch.setattr(tool_errors, "named", counting)
+    turns = 300
+    messages: list[dict[str, Any]] = []
+    for k in range(turns):
+        messages += [
+            user(f"Search flights to city{k}, or else flights to town{k}."),
+            calls((f"a{k}", "search", {"query": f"flights to city{k}"})),
+            result(f"a{k}", "Error: no flights found"),
+            calls((f"b{k}", "search", {"query": f"flights to town{k}"})),
+            result(f"b{k}", '{"flights": ["XY123"]}'),
+            say("I found a flight for you."),
+        ]
+    thread_from = thread_from_messages("t", messages)
+    results = ToolErrors().evaluate(thread_from)
+    thread = results[-1]
+    # a failure is recovered by a later search, except the last one: its only later success searched
+    # the other place it named (another target)
+    assert thread.evidence["unrecovered"] == [6 * (turns - 1) + 1]
+    assert thread.evidence["errors"] == turns and len(results) == turns + 1
+    text = sum(len(m["content"]) for m in messages if m["role"] in ("user", "tool"))
+    assert sum(read) <= 2 * text, (sum(read), text)

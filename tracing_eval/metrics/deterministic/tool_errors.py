@@ -13,9 +13,11 @@ conversation already named before the failure does not: when `cancel(AAA111)` fa
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,10 +56,7 @@ class Call:
     position: int
     index: int  # order of the call in the thread
     call: ToolCall
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.call.name, canonical_args(self.call.arguments)
+    key: tuple[str, str]  # the name and the canonical arguments: equal calls have equal keys
 
     def as_evidence(self) -> dict[str, Any]:
         return {
@@ -92,7 +91,8 @@ def calls_of(thread: Thread) -> list[Call]:
     out: list[Call] = []
     for item in located(thread):
         if item.role == "assistant":
-            out.extend(Call(item.turn, item.position, len(out) + k, tc) for k, tc in enumerate(item.message.tool_calls))
+            for tc in item.message.tool_calls:
+                out.append(Call(item.turn, item.position, len(out), tc, (tc.name, canonical_args(tc.arguments))))
     return out
 
 
@@ -126,7 +126,61 @@ def named(text: str, value: str) -> bool:
 _TOKEN_CHARS = frozenset(string.ascii_lowercase + string.ascii_uppercase + string.digits + "_-")
 
 
-def another_target(failed: Call, success: Call, earlier_text: str) -> bool:
+#: `Mentions` indexes the messages of a thread with more than this many user and tool messages
+INDEX_FROM = 32
+
+
+class Mentions:
+    """Where the user and tool messages of a thread first name a value (`named`), each value looked up
+    once. A long thread's ASCII messages are indexed by their tokens (runs of letters, digits, `_` and
+    `-`) on first use: a message can name an ASCII value only if it holds every token of the value,
+    so only those messages, and the messages in other scripts, are read. A thread with many failed
+    calls thus reads its text about once, not once per failure. A value is named within one message:
+    one with a line break is not found across two."""
+
+    def __init__(self, context: list[tuple[int, str]]) -> None:
+        self._context = context
+        self._first: dict[str, float] = {}
+        self._tokens: dict[str, set[int]] = {}
+        self._other: list[int] | None = None  # indices of the messages not in ASCII
+
+    def before(self, value: str, position: int) -> bool:
+        """`value` is named in a message at a position before `position`."""
+        first = self._first.get(value)
+        if first is None:
+            first = self._first[value] = self._first_position(value)
+        return first < position
+
+    def _first_position(self, value: str) -> float:
+        long = len(self._context) > INDEX_FROM
+        parts = set(_ASCII_TOKEN.findall(value.lower())) if long and value.isascii() else set()
+        if parts:
+            other = self._index()
+            postings = [self._tokens.get(t, set()) for t in parts]
+            rarest = min(postings, key=len)  # only its messages are tested against the others
+            holding = {k for k in rarest if all(k in p for p in postings)}
+            read: Iterable[int] = sorted(holding.union(other))
+        else:
+            read = range(len(self._context))
+        return next((self._context[k][0] for k in read if named(self._context[k][1], value)), math.inf)
+
+    def _index(self) -> list[int]:
+        if self._other is None:
+            self._other = []
+            for k, (_, text) in enumerate(self._context):
+                if not text.isascii():
+                    self._other.append(k)
+                    continue
+                for token in _ASCII_TOKEN.findall(text.lower()):
+                    self._tokens.setdefault(token, set()).add(k)
+        return self._other
+
+
+#: a run of the ASCII characters of `[\w-]` in lower-cased text: a token as `named` bounds it
+_ASCII_TOKEN = re.compile(r"[a-z0-9_-]+")
+
+
+def another_target(failed: Call, success: Call, mentions: Mentions) -> bool:
     """The success acts on a different target than the failure: for some argument both the failed
     value and the new one were named in the conversation (user or tool text) before the failure, and
     the calls share no identifier (a retry of `update(OBUT9V, payment=A)` as `update(OBUT9V,
@@ -138,34 +192,27 @@ def another_target(failed: Call, success: Call, earlier_text: str) -> bool:
         old, new = a.get(key), b.get(key)
         if old == new or not isinstance(old, str | int) or not isinstance(new, str | int):
             continue
-        if named(earlier_text, str(old)) and named(earlier_text, str(new)):
+        if mentions.before(str(old), failed.position) and mentions.before(str(new), failed.position):
             return True
     return False
 
 
-def unrecovered(calls: list[Call], within_turn: bool, context: list[tuple[int, str]] | None = None) -> list[Call]:
+def unrecovered(calls: list[Call], within_turn: bool, mentions: Mentions) -> list[Call]:
     """Failed calls with no later success of the same tool on the same target (in the same turn, or in
-    the rest of the thread). `context` is (position, text) of the user and tool messages."""
+    the rest of the thread), in call order. One walk from the end keeps the later successes of each
+    tool, one per distinct arguments, so a long thread is not read once per failure."""
+    later: dict[tuple[int, str] | str, dict[tuple[str, str], Call]] = {}
     out = []
-    for c in calls:
+    for c in reversed(calls):
+        group = (c.turn, c.call.name) if within_turn else c.call.name
+        successes = later.setdefault(group, {})
         if not c.call.failed:
-            continue
-        later = [
-            d
-            for d in calls
-            if d.index > c.index
-            and d.call.name == c.call.name
-            and not d.call.failed
-            and (not within_turn or d.turn == c.turn)
-        ]
-        if not later:
+            successes.setdefault(c.key, c)
+        elif not successes or (
+            c.key not in successes and all(another_target(c, d, mentions) for d in successes.values())
+        ):
             out.append(c)
-            continue
-        if any(d.key == c.key for d in later):
-            continue
-        earlier = "\n".join(text for pos, text in context or () if pos < c.position)
-        if all(another_target(c, d, earlier) for d in later):
-            out.append(c)
+    out.reverse()
     return out
 
 
@@ -248,28 +295,30 @@ class ToolErrors(MetricBase):
         calls = calls_of(thread)
         if not calls:
             return [not_applicable(self.spec, "the thread has no tool calls")]
-        context = context_of(thread)
-        results = self._turn_results(thread, calls, context, 0)
+        mentions = Mentions(context_of(thread))
+        results = self._turn_results(thread, calls, mentions, 0)
         masked_turns = [r.turn_index for r in results if r.evidence["masked_error"] and r.turn_index is not None]
-        thread_unrec = unrecovered(calls, within_turn=False, context=context)
+        thread_unrec = unrecovered(calls, within_turn=False, mentions=mentions)
         results.append(self._result(calls, thread_unrec, bool(masked_turns), Scope.THREAD, None, masked_turns))
         return results
 
     def evaluate_from(self, thread: Thread, first: int) -> list[MetricResult]:
         """A turn's result reads its own calls: only the turns from `first` on."""
         calls = calls_of(thread)
-        return self._turn_results(thread, calls, context_of(thread), first) if calls else []
+        return self._turn_results(thread, calls, Mentions(context_of(thread)), first) if calls else []
 
-    def _turn_results(
-        self, thread: Thread, calls: list[Call], context: list[tuple[int, str]], first: int
-    ) -> list[MetricResult]:
+    def _turn_results(self, thread: Thread, calls: list[Call], mentions: Mentions, first: int) -> list[MetricResult]:
         """The result of every turn from `first` on that made tool calls."""
+        by_turn: dict[int, list[Call]] = {}
+        for c in calls:
+            if c.turn >= first:
+                by_turn.setdefault(c.turn, []).append(c)
         results: list[MetricResult] = []
         for turn in thread.turns:
-            here = [c for c in calls if c.turn == turn.index] if turn.index >= first else []
+            here = by_turn.get(turn.index)
             if not here:
                 continue
-            turn_unrec = unrecovered(here, within_turn=True, context=context)
+            turn_unrec = unrecovered(here, within_turn=True, mentions=mentions)
             results.append(self._result(here, turn_unrec, masks_error(turn, turn_unrec), Scope.TURN, turn.index))
         return results
 
