@@ -54,7 +54,6 @@ ERROR_OR_APOLOGY = Folded(
 class Call:
     turn: int
     position: int
-    index: int  # order of the call in the thread
     call: ToolCall
     key: tuple[str, str]  # the name and the canonical arguments: equal calls have equal keys
 
@@ -88,12 +87,12 @@ def json_safe(value: Any) -> Any:
 
 def calls_of(thread: Thread) -> list[Call]:
     """Every tool call in order, with the turn and position of the assistant message that made it."""
-    out: list[Call] = []
-    for item in located(thread):
-        if item.role == "assistant":
-            for tc in item.message.tool_calls:
-                out.append(Call(item.turn, item.position, len(out), tc, (tc.name, canonical_args(tc.arguments))))
-    return out
+    return [
+        Call(item.turn, item.position, tc, (tc.name, canonical_args(tc.arguments)))
+        for item in located(thread)
+        if item.role == "assistant"
+        for tc in item.message.tool_calls
+    ]
 
 
 #: an argument value that identifies a thing: a code with a digit, or an upper-case code
