@@ -20,7 +20,8 @@ a space, "order number - - ... - 1!") can hold a worker for minutes or hours. Tw
    again for something else on every turn (`FAILED_SEARCHES`, what made `tool_errors` quadratic).
    CPU milliseconds per length (the fastest of three runs), caches cleared and the garbage collector paused for each timed call
    (its full collections grow with the heap, not with the metric), and the growth over the last
-   doubling: linear is about 2, quadratic about 4.
+   doubling: linear is about 2, quadratic about 4. Also the judge's transcripts: the window a
+   per-turn judged metric shows for every turn of the thread, once (no judge is called).
 
     .venv/bin/python bench/hostile_text.py                 # a few minutes
     .venv/bin/python bench/hostile_text.py --patterns '' --sizes 4000,16000 --texts emails,repetition
@@ -217,10 +218,33 @@ def check_lengths(turns: tuple[int, ...], repeat: int) -> list[list[str]]:
                     runs.append(1000 * (time.process_time() - start))
                     gc.enable()
                 ms.append(min(runs))
-            growth = ms[-1] / max(ms[-2], 1e-6)
-            rows.append([shape, metric.spec.name, *(f"{m:.1f}" for m in ms), f"{growth:.1f}"])
-            print(f"  {shape}, {metric.spec.name}: {[round(m, 1) for m in ms]}", flush=True)
+            rows.append(_length_row(shape, metric.spec.name, ms))
+        ms = [1000 * _windows_cpu(thread) for thread in threads]
+        rows.append(_length_row(shape, "judge transcripts: every turn's window", ms))
     return rows
+
+
+def _length_row(shape: str, name: str, ms: list[float]) -> list[str]:
+    print(f"  {shape}, {name}: {[round(m, 1) for m in ms]}", flush=True)
+    return [shape, name, *(f"{m:.1f}" for m in ms), f"{ms[-1] / max(ms[-2], 1e-6):.1f}"]
+
+
+def _windows_cpu(thread: Any) -> float:
+    """CPU seconds to render what a per-turn judged metric shows the judge for every turn: the turn
+    and the two before it, up to its user message, and the injection evidence of that window."""
+    from tracing_eval.metrics.judged.transcript import Transcripts
+
+    gc.collect()
+    gc.disable()
+    start = time.process_time()
+    transcripts = Transcripts(thread)
+    for turn in thread.turns:
+        first = max(0, turn.index - 2)
+        transcripts.window(first, turn.index, turn.messages[0].position)
+        transcripts.injection(first, turn.index)
+    seconds = time.process_time() - start
+    gc.enable()
+    return seconds
 
 
 def main() -> None:

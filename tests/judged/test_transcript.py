@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import DATASETS
 from tracing_eval.config import JudgeSettings
+from tracing_eval.metrics.judged import transcript
 from tracing_eval.metrics.judged.transcript import (
     SYSTEM_NOT_SHOWN,
     Limits,
@@ -179,6 +180,34 @@ def test_a_window_may_leave_the_system_prompt_out_and_says_so() -> None:
     assert shown.notes() == {}
     transcripts = Transcripts(thread)
     assert transcripts.window(2, 4, 9, system_prompt=False) is not transcripts.window(2, 4, 9)
+
+
+def test_the_windows_of_every_turn_of_a_long_thread_read_the_thread_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window used to number every message of the thread and find every tool result again, so
+    judging each turn of an n-turn thread cost n squared (7.5 s of CPU for 2,000 turns). The layout
+    is worked out once per `Transcripts`, and a window renders as it does on its own."""
+    thread = long_thread(300)
+    made: list[int] = []
+    real = transcript.layout
+    monkeypatch.setattr(transcript, "layout", lambda t: made.append(1) or real(t))
+    transcripts = Transcripts(thread, Limits(budget_tokens=1500))
+    windows = [transcripts.window(max(0, t.index - 2), t.index, t.messages[0].position) for t in thread.turns]
+    assert len(made) == 1
+    for k in (0, 1, 150, 299):
+        alone = render_window(
+            thread, max(0, k - 2), k, thread.turns[k].messages[0].position, Limits(budget_tokens=1500)
+        )
+        assert windows[k].text == alone.text and windows[k].notes() == alone.notes()
+    assert "--- turns 0 to 147 (messages [1] to [296]) not shown: before this window" in windows[150].text
+
+
+def test_a_window_picks_its_turns_by_index_also_when_indices_do_not_increase() -> None:
+    thread = long_thread(6)
+    shuffled = thread.model_copy(update={"turns": [t.model_copy(update={"index": 5 - t.index}) for t in thread.turns]})
+    assert transcript.layout(shuffled).indices is None
+    text = render_window(shuffled, 1, 2).text
+    assert "question 3" in text and "question 4" in text
+    assert "question 2" not in text and "question 5" not in text
 
 
 def test_the_whole_thread_is_rendered_once_for_every_metric_that_fits() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -227,12 +228,39 @@ class _Lines:
         return lines + [f"    calls {c}" for c in calls]
 
 
-def _positions(thread: Thread) -> dict[int, int]:
-    """Message number of every message, by `id(message)` (its position, or its running index)."""
-    out: dict[int, int] = {}
-    for k, m in enumerate(thread.messages):
-        out[id(m)] = m.position if m.position is not None else k
-    return out
+@dataclass(frozen=True)
+class Layout:
+    """What every rendering of one thread reads, worked out once per thread, so that rendering the
+    window of each turn of a long thread does not walk the whole thread each time."""
+
+    positions: dict[int, int]  # message number by `id(message)` (its position, or its running index)
+    answered: dict[int, Message]  # the tool message answering each call, by `id(call)`
+    order: dict[int, int]  # where each turn stands in `thread.turns`, by `id(turn)`
+    leading: list[tuple[int, int] | None]  # lowest and highest message number of `thread.turns[:k]`
+    indices: list[int] | None  # the turns' indices when they increase along the thread (they do when assembled)
+
+
+def layout(thread: Thread) -> Layout:
+    """The `Layout` of `thread`."""
+    positions: dict[int, int] = {}
+    leading: list[tuple[int, int] | None] = [None]
+    k = 0
+    for turn in thread.turns:
+        span = leading[-1]
+        for m in turn.messages:
+            number = positions[id(m)] = m.position if m.position is not None else k
+            span = (min(span[0], number), max(span[1], number)) if span else (number, number)
+            k += 1
+        leading.append(span)
+    indices = [t.index for t in thread.turns]
+    increasing = all(a < b for a, b in zip(indices, indices[1:], strict=False))
+    return Layout(
+        positions,
+        tool_result_messages(thread.messages),
+        {id(t): k for k, t in enumerate(thread.turns)},
+        leading,
+        indices if increasing else None,
+    )
 
 
 #: The line that stands for a system prompt a metric does not show (its definition does not need it).
@@ -256,12 +284,17 @@ def _system_block(prompt: str | None, budget_tokens: int) -> tuple[list[str], di
     return [head, shown.shown], {"hidden": shown.clipped, "of": shown.total}
 
 
-def _gap(turns: list[Turn], positions: dict[int, int], why: str) -> str:
-    numbers = [positions[id(m)] for t in turns for m in t.messages]
-    span = f"turn {turns[0].index}" if len(turns) == 1 else f"turns {turns[0].index} to {turns[-1].index}"
+def _gap(first: Turn, last: Turn, numbers: tuple[int, int] | None, why: str) -> str:
+    """The line for turns `first` to `last`, not shown, whose messages are numbered within `numbers`."""
+    span = f"turn {first.index}" if first is last else f"turns {first.index} to {last.index}"
     if numbers:
-        span += f" (messages [{min(numbers)}] to [{max(numbers)}])"
+        span += f" (messages [{numbers[0]}] to [{numbers[1]}])"
     return f"--- {span} not shown: {why}; what they held is unknown"
+
+
+def _run_gap(run: list[Turn], positions: dict[int, int], why: str) -> str:
+    numbers = [positions[id(m)] for t in run for m in t.messages]
+    return _gap(run[0], run[-1], (min(numbers), max(numbers)) if numbers else None, why)
 
 
 def _render(
@@ -271,10 +304,11 @@ def _render(
     keep: frozenset[int],
     until: int | None,
     before: str,
-    show_system: bool = True,
+    show_system: bool,
+    where: Layout,
 ) -> Rendered:
-    positions = _positions(thread)
-    lines = _Lines(limits, tool_result_messages(thread.messages))
+    positions = where.positions
+    lines = _Lines(limits, where.answered)
     prompt = thread.system_prompt
     not_shown = len(prompt) if prompt and prompt.strip() and not show_system else None
     if not_shown:
@@ -292,9 +326,9 @@ def _render(
         blocks.append((turn, body))
 
     head = [*system, "CONVERSATION:"]
-    first_index = next((k for k, t in enumerate(thread.turns) if turns and t is turns[0]), 0)
+    first_index = where.order.get(id(turns[0]), 0) if turns else 0
     if first_index > 0:
-        head.append(_gap(thread.turns[:first_index], positions, before))
+        head.append(_gap(thread.turns[0], thread.turns[first_index - 1], where.leading[first_index], before))
     shown = [t.index for t, _ in blocks]
     elided: list[int] = []
     chars = sum(len(line) + 1 for _, body in blocks for line in body) + sum(len(line) + 1 for line in head)
@@ -317,11 +351,11 @@ def _render(
             run.append(turn)
             continue
         if run:
-            out.append(_gap(run, positions, "left out to fit the judge's token budget"))
+            out.append(_run_gap(run, positions, "left out to fit the judge's token budget"))
             run = []
         out += body
     if run:
-        out.append(_gap(run, positions, "left out to fit the judge's token budget"))
+        out.append(_run_gap(run, positions, "left out to fit the judge's token budget"))
     text = "\n".join(out)
     hidden = {positions[id(m)] for t in turns if t.index in elided for m in t.messages}
     clipped = {p: c for p, c in lines.clipped.items() if p not in hidden}
@@ -335,20 +369,24 @@ def _fit(
     keep: frozenset[int],
     until: int | None,
     before: str,
-    show_system: bool = True,
+    show_system: bool,
+    where: Layout,
 ) -> Rendered:
     """Render; while over budget, halve the content caps (clipping more, always with a marker)."""
     current = limits
-    rendered = _render(thread, limits, turns, keep, until, before, show_system)
+    rendered = _render(thread, limits, turns, keep, until, before, show_system, where)
     while rendered.over_budget and (tighter := current.tighter()) is not None:
         current = tighter
-        rendered = _render(thread, current, turns, keep, until, before, show_system)
+        rendered = _render(thread, current, turns, keep, until, before, show_system, where)
     return rendered
 
 
-def render_thread(thread: Thread, limits: Limits | None = None, keep: Iterable[int] = ()) -> Rendered:
+def render_thread(
+    thread: Thread, limits: Limits | None = None, keep: Iterable[int] = (), where: Layout | None = None
+) -> Rendered:
     """The whole thread; over the budget, turns are left out, except the first, the last and `keep`."""
-    return _fit(thread, limits or Limits(), list(thread.turns), frozenset(keep), None, "")
+    where = where or layout(thread)
+    return _fit(thread, limits or Limits(), list(thread.turns), frozenset(keep), None, "", True, where)
 
 
 def render_window(
@@ -358,15 +396,20 @@ def render_window(
     until: int | None = None,
     limits: Limits | None = None,
     system_prompt: bool = True,
+    where: Layout | None = None,
 ) -> Rendered:
     """The past of one judged reply: the system prompt and turns `first`..`last` (turn indices),
     up to message number `until` (nothing after it), with a line saying earlier turns are not shown.
 
     With `system_prompt=False` a line saying that the system prompt is not shown stands in its
-    place, and the notes record its length."""
-    turns = [t for t in thread.turns if first <= t.index <= last]
+    place, and the notes record its length. `where` is the thread's `layout`, when it is at hand."""
+    where = where or layout(thread)
+    if where.indices is not None:
+        turns = thread.turns[bisect_left(where.indices, first) : bisect_right(where.indices, last)]
+    else:
+        turns = [t for t in thread.turns if first <= t.index <= last]
     keep = frozenset(t.index for t in turns)
-    return _fit(thread, limits or Limits(), turns, keep, until, "before this window", system_prompt)
+    return _fit(thread, limits or Limits(), turns, keep, until, "before this window", system_prompt, where)
 
 
 class Transcripts:
@@ -382,22 +425,30 @@ class Transcripts:
         self._whole: dict[frozenset[int], Rendered] = {}
         self._windows: dict[tuple[int, int, int | None, bool], Rendered] = {}
         self._injection: list[dict[str, Any]] | None = None
+        self._layout: Layout | None = None
+        self._turn_of: dict[int | None, int] | None = None
+
+    @property
+    def layout(self) -> Layout:
+        if self._layout is None:
+            self._layout = layout(self.thread)
+        return self._layout
 
     def whole(self, keep: Iterable[int] = ()) -> Rendered:
         full = self._whole.get(frozenset())
         if full is None:
-            full = self._whole[frozenset()] = render_thread(self.thread, self.limits)
+            full = self._whole[frozenset()] = render_thread(self.thread, self.limits, where=self.layout)
         if not full.elided_turns:
             return full
         key = frozenset(keep)
         if key not in self._whole:
-            self._whole[key] = render_thread(self.thread, self.limits, key)
+            self._whole[key] = render_thread(self.thread, self.limits, key, self.layout)
         return self._whole[key]
 
     def window(self, first: int, last: int, until: int | None = None, system_prompt: bool = True) -> Rendered:
         key = (first, last, until, system_prompt)
         if key not in self._windows:
-            self._windows[key] = render_window(self.thread, first, last, until, self.limits, system_prompt)
+            self._windows[key] = render_window(self.thread, first, last, until, self.limits, system_prompt, self.layout)
         return self._windows[key]
 
     def injection(self, first: int = 0, last: int | None = None, until: int | None = None) -> list[dict[str, Any]]:
@@ -405,7 +456,11 @@ class Transcripts:
         message `until` (what a window shows)."""
         if self._injection is None:
             self._injection = suspected_injection(self.thread)
-        turn_of = {m.position: t.index for t in self.thread.turns for m in t.messages}
+        if not self._injection:
+            return []
+        if self._turn_of is None:
+            self._turn_of = {m.position: t.index for t in self.thread.turns for m in t.messages}
+        turn_of = self._turn_of
         return [
             x
             for x in self._injection
