@@ -425,14 +425,16 @@ class Transcripts:
         self._whole: dict[frozenset[int], Rendered] = {}
         self._windows: dict[tuple[int, int, int | None, bool], Rendered] = {}
         self._injection: list[dict[str, Any]] | None = None
-        self._layout: Layout | None = None
-        self._turn_of: dict[int | None, int] | None = None
 
-    @property
+    @cached_property
     def layout(self) -> Layout:
-        if self._layout is None:
-            self._layout = layout(self.thread)
-        return self._layout
+        """The thread's `Layout`, shared by all its renderings."""
+        return layout(self.thread)
+
+    @cached_property
+    def _turn_of(self) -> dict[int | None, int]:
+        """The turn index of each message position."""
+        return {m.position: t.index for t in self.thread.turns for m in t.messages}
 
     def whole(self, keep: Iterable[int] = ()) -> Rendered:
         full = self._whole.get(frozenset())
@@ -458,8 +460,6 @@ class Transcripts:
             self._injection = suspected_injection(self.thread)
         if not self._injection:
             return []
-        if self._turn_of is None:
-            self._turn_of = {m.position: t.index for t in self.thread.turns for m in t.messages}
         turn_of = self._turn_of
         return [
             x
