@@ -6,6 +6,7 @@ Every message keeps its 0-based position in the input array, so evidence can poi
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -84,20 +85,36 @@ def tool_result_messages(messages: Iterable[Message]) -> dict[int, Message]:
     """The tool message that answers each tool call, by `id(call)`.
 
     A result answers the earliest open call with its `tool_call_id` (ids can repeat in long
-    transcripts), or the earliest open call when it names none.
+    transcripts), or the earliest open call when it names none. Open calls are queued in order and
+    by id, and answered ones dropped from the fronts as they are met, so calls that are never
+    answered cost nothing per later result.
     """
     answered: dict[int, Message] = {}
-    open_calls: list[ToolCall] = []
+    in_order: deque[ToolCall] = deque()
+    by_id: dict[str, deque[ToolCall]] = {}
+    still_open = with_id = 0  # open calls, and those of them with an id
+
+    def first_open(queue: deque[ToolCall] | None) -> ToolCall | None:
+        while queue and id(queue[0]) in answered:
+            queue.popleft()
+        return queue[0] if queue else None
+
     for m in messages:
         if m.role == "assistant":
-            open_calls += m.tool_calls
-        elif m.role == "tool" and open_calls:
-            call = next((c for c in open_calls if m.tool_call_id and c.id == m.tool_call_id), None)
-            if call is None and not (m.tool_call_id and any(c.id for c in open_calls)):
-                call = open_calls[0]
+            for c in m.tool_calls:
+                in_order.append(c)
+                if c.id:
+                    by_id.setdefault(c.id, deque()).append(c)
+                    with_id += 1
+            still_open += len(m.tool_calls)
+        elif m.role == "tool" and still_open:
+            call = first_open(by_id.get(m.tool_call_id)) if m.tool_call_id else None
+            if call is None and not (m.tool_call_id and with_id):
+                call = first_open(in_order)
             if call is not None:
-                open_calls.remove(call)
                 answered[id(call)] = m
+                still_open -= 1
+                with_id -= bool(call.id)
     return answered
 
 
