@@ -163,25 +163,21 @@ def check_metrics(sizes: tuple[int, ...], labels: list[str]) -> list[list[str]]:
     return rows
 
 
+def _search(cid: str, query: str) -> dict[str, Any]:
+    """An assistant message that calls `search` with `query`."""
+    function = {"name": "search", "arguments": f'{{"query": "{query}"}}'}
+    return {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": function}]}
+
+
 def failed_searches(turns: int) -> list[dict[str, Any]]:
     """An agent thread in which every turn's search fails and a search for the other place succeeds."""
     messages: list[dict[str, Any]] = []
     for k in range(turns):
-
-        def call(cid: str, query: str) -> dict[str, Any]:
-            arguments = f'{{"query": "{query}"}}'
-            function = {"name": "search", "arguments": arguments}
-            return {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [{"id": cid, "type": "function", "function": function}],
-            }
-
         messages += [
             {"role": "user", "content": f"Search flights to city{k}, or else flights to town{k}."},
-            call(f"a{k}", f"flights to city{k}"),
+            _search(f"a{k}", f"flights to city{k}"),
             {"role": "tool", "tool_call_id": f"a{k}", "content": "Error: no flights found"},
-            call(f"b{k}", f"flights to town{k}"),
+            _search(f"b{k}", f"flights to town{k}"),
             {"role": "tool", "tool_call_id": f"b{k}", "content": '{"flights": ["XY123"]}'},
             {"role": "assistant", "content": "I found a flight for you."},
         ]

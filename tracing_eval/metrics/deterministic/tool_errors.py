@@ -196,15 +196,14 @@ def another_target(failed: Call, success: Call, mentions: Mentions) -> bool:
     return False
 
 
-def unrecovered(calls: list[Call], within_turn: bool, mentions: Mentions) -> list[Call]:
-    """Failed calls with no later success of the same tool on the same target (in the same turn, or in
-    the rest of the thread), in call order. One walk from the end keeps the later successes of each
-    tool, one per distinct arguments, so a long thread is not read once per failure."""
-    later: dict[tuple[int, str] | str, dict[tuple[str, str], Call]] = {}
+def unrecovered(calls: list[Call], mentions: Mentions) -> list[Call]:
+    """Failed calls with no later success among `calls` (one turn's, or the thread's) of the same tool
+    on the same target, in call order. One walk from the end keeps the later successes of each tool,
+    one per distinct arguments, so a long thread is not read once per failure."""
+    later: dict[str, dict[tuple[str, str], Call]] = {}
     out = []
     for c in reversed(calls):
-        group = (c.turn, c.call.name) if within_turn else c.call.name
-        successes = later.setdefault(group, {})
+        successes = later.setdefault(c.call.name, {})
         if not c.call.failed:
             successes.setdefault(c.key, c)
         elif not successes or (
@@ -297,7 +296,7 @@ class ToolErrors(MetricBase):
         mentions = Mentions(context_of(thread))
         results = self._turn_results(thread, calls, mentions, 0)
         masked_turns = [r.turn_index for r in results if r.evidence["masked_error"] and r.turn_index is not None]
-        thread_unrec = unrecovered(calls, within_turn=False, mentions=mentions)
+        thread_unrec = unrecovered(calls, mentions)
         results.append(self._result(calls, thread_unrec, bool(masked_turns), Scope.THREAD, None, masked_turns))
         return results
 
@@ -317,7 +316,7 @@ class ToolErrors(MetricBase):
             here = by_turn.get(turn.index)
             if not here:
                 continue
-            turn_unrec = unrecovered(here, within_turn=True, mentions=mentions)
+            turn_unrec = unrecovered(here, mentions)
             results.append(self._result(here, turn_unrec, masks_error(turn, turn_unrec), Scope.TURN, turn.index))
         return results
 
