@@ -132,24 +132,113 @@ def test_positions_count_system_and_tool_call_only_messages() -> None:
     assert result.evidence["replies_compared"] == 3
 
 
-def test_repeats_outside_the_window_are_ignored() -> None:
-    distinct = [
-        "Open the network panel and toggle the airplane switch twice.",
-        "Check whether the display brightness slider moves at all.",
-        "Play a test sound from the speaker settings page.",
-        "Clear the browser history from the privacy dashboard.",
-        "Calibrate the battery by draining it fully overnight.",
-        "Free some disk space by deleting old downloads.",
-        "Remap the caps lock key in the keyboard preferences.",
-    ]
+FILLERS = [
+    "Open the network panel and toggle the airplane switch twice.",
+    "Check whether the display brightness slider moves at all.",
+    "Play a test sound from the speaker settings page.",
+    "Clear the browser history from the privacy dashboard.",
+    "Calibrate the battery by draining it fully overnight.",
+    "Free some disk space by deleting old downloads.",
+    "Remap the caps lock key in the keyboard preferences.",
+]
+
+
+def far_apart(first: str, last: str) -> Thread:
     texts: list[str] = []
-    answers = [TRIED, *distinct, TRIED]
-    for k, reply in enumerate(answers):
+    for k, reply in enumerate([first, *FILLERS, last]):
         texts += [f"Question number {k} about something else entirely {k}", reply]
-    thread = chat(*texts)
-    assert run(thread).label == "none"  # the window is 6 replies: reply 8 does not see reply 0
+    return chat(*texts)
+
+
+def test_a_word_for_word_repeat_before_the_window_is_found() -> None:
+    result = run(far_apart(TRIED, TRIED))  # reply 8 says again what reply 0 said, 7 replies in between
+    assert result.label == "partial"
+    assert pairs(result) == [(0, 8, 1.0)]
+    assert result.evidence["max_sentence_similarity"] == 1.0  # the judge's gate sees it
+
+
+def test_a_rewording_before_the_window_is_not_compared() -> None:
+    thread = far_apart(TRIED, CLEAR)  # 0.8 similar: a repeat inside the window of 6 replies
+    assert run(thread).label == "none"
     [wide] = analyse(replies(thread), Context.of(thread), window=10).repeats
-    assert (wide.first.turn, wide.repeat.turn, wide.similarity) == (0, 8, 1.0)
+    assert (wide.first.turn, wide.repeat.turn, wide.similarity) == (0, 8, 0.8)
+
+
+def test_a_courtesy_formula_said_again_far_apart_is_no_repeat() -> None:
+    closing = "Thanks for chatting, have a good night!"
+    assert run(far_apart(closing, f"Restart the router from its back panel. {closing}")).evidence["pairs"] == []
+
+
+def nonsense(k: int) -> str:
+    """Four made-up words that no other `k` shares (letters only: numbers would all read as `#`)."""
+    return " ".join("".join(chr(97 + int(d)) for d in f"{4 * k + w:05d}") for w in range(4)) + "."
+
+
+def ticket_thread(fillers: int, upgrade_asked: bool) -> Thread:
+    texts = ["Book me a ticket for order 111.", "Your ticket for order 111 is booked and confirmed."]
+    for k in range(fillers):
+        user = "Please add a window seat upgrade." if upgrade_asked and k == fillers // 2 else nonsense(10_000 + k)
+        texts += [user, nonsense(k)]
+    last = "Your ticket for order 111 is booked and confirmed. The window seat upgrade is added."
+    return chat(*texts, "Thanks.", last)
+
+
+@pytest.mark.parametrize("fillers", [7, 30])  # 8 turns apart: read turn by turn; 31: from the index
+def test_a_far_repeat_with_details_the_user_gave_since_is_a_new_answer(fillers: int) -> None:
+    result = run(ticket_thread(fillers, upgrade_asked=True))
+    assert result.evidence["pairs"] == []
+    assert [p["kind"] for p in result.evidence["neutral_pairs"]] == ["new_details"]
+    [loop] = run(ticket_thread(fillers, upgrade_asked=False)).evidence["pairs"]
+    assert (loop["first_turn"], loop["repeat_turn"], loop["kind"]) == (0, fillers + 1, "sentence")
+
+
+def test_a_template_with_another_number_far_apart_is_no_repeat() -> None:
+    """Inside the window a reference number that changes is still a loop; far apart, the same
+    confirmation with another number confirms something else."""
+    result = run(far_apart("Your booking reference is 48213.", "Your booking reference is 55107."))
+    assert result.label == "none"
+
+
+def test_what_was_brought_up_between_two_turns_is_the_same_read_either_way(monkeypatch) -> None:
+    import random
+
+    from tracing_eval.metrics.deterministic import repetition
+
+    rng = random.Random(5)
+    vocabulary = [f"word{k}" for k in range(30)]
+    texts = []
+    for _ in range(40):
+        texts += [" ".join(rng.sample(vocabulary, 4)), "Noted."]
+    thread = chat(*texts)
+    items = {x.turn: x for x in replies(thread)}
+    among = frozenset(vocabulary)
+    for _ in range(300):
+        a, b = sorted(rng.sample(sorted(items), 2))
+        monkeypatch.setattr(repetition, "NEAR_TURNS", 10**6)
+        by_turn = Context.of(thread).brought_up(among, items[a], items[b])
+        monkeypatch.setattr(repetition, "NEAR_TURNS", 0)
+        assert Context.of(thread).brought_up(among, items[a], items[b]) == by_turn
+
+
+def test_far_repeats_read_each_turn_once(monkeypatch) -> None:
+    """The second half of a long thread says the first half again: every repeat is far back, and
+    what came up in between is looked up, not read again turn by turn for each of them."""
+    texts = []
+    for k in range(600):
+        texts += [nonsense(10_000 + k), nonsense(k % 300)]
+    thread = chat(*texts)
+    reads = 0
+    inputs = Context.inputs
+
+    def counted(self: Context, turn: int) -> frozenset[str]:
+        nonlocal reads
+        reads += 1
+        return inputs(self, turn)
+
+    monkeypatch.setattr(Context, "inputs", counted)
+    result = run(thread)
+    assert len(result.evidence["pairs"]) == 300
+    assert reads <= 2 * len(thread.turns)  # one far repeat at a time turn by turn: 90,000 reads
 
 
 def test_repeated_segments_list_sentences_shared_by_replies() -> None:
@@ -333,8 +422,16 @@ def test_a_long_thread_is_compared_within_a_window() -> None:
     assert len(result.evidence["neutral_pairs"]) == 199
 
 
-def test_courtesy_formulas_are_not_repeats() -> None:
-    closing = "If there's anything else you need, feel free to let me know!"
+@pytest.mark.parametrize(
+    "closing",
+    [
+        "If there's anything else you need, feel free to let me know!",
+        "Is there something else I can help you with today?",
+        "Do you need any other help with your booking?",
+        "Do you need more help with your booking?",
+    ],
+)
+def test_courtesy_formulas_are_not_repeats(closing: str) -> None:
     result = run(
         chat(
             "Cancel my booking ZFA04Y.",

@@ -4,7 +4,8 @@ The unit is the sentence (`tracing_eval.text.sentence_words`, any script). A sen
 content tokens (word units of any script, stop-words dropped, stemmed; every number or code becomes
 `#`, so "ticket 48213" and "ticket 48391" read the same); a short one (2-3 content tokens) is all its
 words and matches only a sentence with the same content. A sentence of reply j matches one of the
-W previous replies' when their word-level Indel ratio is >= 0.8. Reply j then:
+W previous replies' when their word-level Indel ratio is >= 0.8, and any earlier reply's when it
+says that sentence again word for word (numbers included). Reply j then:
 
 - repeats near-verbatim when matched sentences cover >= 0.8 of its tokens, or the whole reply is
   >= 0.8 similar to an earlier one;
@@ -25,12 +26,14 @@ repeat, then recovery, or a single one among many replies; `mostly` the last rep
 near-verbatim and repeats are frequent (two near-verbatim, or a quarter of the replies);
 `fully` the last two replies repeat near-verbatim.
 Each sentence is compared with the sentences of a bounded window of replies (one rapidfuzz call
-over token sequences encoded one character per token), so the cost grows linearly with the thread.
+over token sequences encoded one character per token) and looked up among the earlier ones said
+word for word, so the cost grows linearly with the thread.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse
 from typing import Any
@@ -65,6 +68,8 @@ MIN_SHARED = 3
 TOPIC_TURNS = 3
 SAME_QUESTION = 0.8
 USER_WINDOW = 6
+#: up to this many turns apart, what came up between two replies is read turn by turn
+NEAR_TURNS = 12
 MAX_SEGMENTS = 20
 #: Bounds that keep one huge reply linear: a reply's first MAX_COMPARED sentences are compared (its
 #: later ones are not), by their first MAX_SENTENCE_TOKENS tokens, and the whole reply by its first
@@ -94,7 +99,8 @@ _RESTATE = re.compile(
 #: ("If there's anything else, feel free to let me know!") is no repeat of the one before.
 _FORMULA = re.compile(
     r"\b(?:let me know|anything else|feel free|happy to help|glad to help|hope (?:this|that) helps"
-    r"|have a (?:great|nice|good|wonderful|safe) (?:day|one|trip|flight|evening|weekend)|youre welcome"
+    r"|have a (?:great|nice|good|wonderful|safe) (?:day|one|trip|flight|evening|night|weekend)|youre welcome"
+    r"|something else|(?:any|some) other help|need (?:any )?more help"
     r"|further (?:assistance|questions|help)|any (?:other|more|further) questions"
     r"|thank you for (?:your patience|contacting|reaching out|choosing|waiting))\b"
 )
@@ -238,6 +244,7 @@ class Context:
     _inputs: dict[int, frozenset[str]] = field(default_factory=dict)
     _topics: dict[int, frozenset[str]] = field(default_factory=dict)
     _user_tokens: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    _brought_up_in: dict[str, list[int]] | None = None  # token -> turns whose user or tool messages hold it
 
     @classmethod
     def of(cls, thread: Thread) -> Context:
@@ -281,13 +288,31 @@ class Context:
     def requested(self, turn: int) -> bool:
         return bool(_RESTATE.search(self.user.get(turn, "")))
 
-    def brought_up(self, first: Located, later: Located) -> frozenset[str]:
-        """Content tokens the user or a tool brought up after `first`, up to `later`'s turn."""
-        turns = range(first.turn + 1, later.turn + 1) if later.turn > first.turn else [later.turn]
-        found: frozenset[str] = frozenset()
-        for t in turns:
-            found |= self.inputs(t)
-        return found
+    def brought_up(self, among: frozenset[str], first: Located, later: Located) -> frozenset[str]:
+        """Which of `among` the user or a tool brought up after `first`, up to `later`'s turn.
+
+        A repeat of a reply far back spans many turns: those are looked up in an index of the
+        turns each token was brought up in, so that many far repeats stay linear in the thread."""
+        if later.turn <= first.turn:
+            return among & self.inputs(later.turn)
+        if later.turn - first.turn <= NEAR_TURNS:
+            found: frozenset[str] = frozenset()
+            for t in range(first.turn + 1, later.turn + 1):
+                found |= self.inputs(t)
+            return among & found
+        if self._brought_up_in is None:
+            self._brought_up_in = {}
+            for t in sorted(self.turns):
+                for tok in self.inputs(t):
+                    self._brought_up_in.setdefault(tok, []).append(t)
+        index = self._brought_up_in
+        return frozenset(
+            tok
+            for tok in among
+            if (turns := index.get(tok))
+            and (k := bisect_right(turns, first.turn)) < len(turns)
+            and turns[k] <= later.turn
+        )
 
 
 def _neutral_kind(first: Reply, later: Reply, ctx: Context, answers_to_same: int) -> str | None:
@@ -296,9 +321,7 @@ def _neutral_kind(first: Reply, later: Reply, ctx: Context, answers_to_same: int
         return "requested"
     # character pairs of spaceless scripts are too small to show what the user brought up: words of
     # three or more characters, numbers and codes do
-    new = [
-        t for t in (later.raw - first.raw) & ctx.brought_up(first.item, later.item) if len(t) >= 3 or _DIGIT.search(t)
-    ]
+    new = [t for t in ctx.brought_up(later.raw - first.raw, first.item, later.item) if len(t) >= 3 or _DIGIT.search(t)]
     if len(new) >= 2 or any(_DIGIT.search(t) for t in new):
         return "new_details"
     if ctx.same_question(first.item.turn, later.item.turn) and answers_to_same < 2:
@@ -307,7 +330,8 @@ def _neutral_kind(first: Reply, later: Reply, ctx: Context, answers_to_same: int
 
 
 def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysis:
-    """Find repeating replies: sentence matches against the previous `window` replies.
+    """Find repeating replies: sentence matches against the previous `window` replies, and
+    sentences said word for word in any reply before them.
 
     Replies with fewer than two content tokens are left out (`compared` lists the others)."""
     prepared = [r for r in prepare(items) if r.content >= MIN_SENTENCE_TOKENS]
@@ -325,6 +349,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
     starts = [0]
     for r in prepared:
         starts.append(starts[-1] + sum(1 for u in r.units if u))
+    said: dict[str, int] = {}  # a compared sentence, word for word -> the last reply that said it
     for j, reply in enumerate(prepared):
         lo = max(0, j - window)
         earlier = prepared[lo:j]
@@ -333,12 +358,19 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
         matched: dict[int, int] = {}  # earlier reply index -> tokens of `reply` it matches
         rehash: dict[int, float] = {}  # earlier reply index -> similarity of a reworded sentence
         best_sim: dict[int, float] = {}
+        spoken: list[str] = []  # this reply's compared sentences, word for word
         for sentence, key, unit, exact in zip(reply.sentences, reply.keys, reply.units, reply.exact, strict=True):
             if not unit:
                 continue
             if unit not in segments or segments[unit][-1] != reply.item.position:
                 segments.setdefault(unit, []).append(reply.item.position)
                 segment_text.setdefault(unit, (reply.item.text, sentence))
+            as_said = " ".join(sentence)
+            spoken.append(as_said)
+            far = said.get(as_said, j)
+            if far < lo and not courtesy(sentence):  # said word for word before the window
+                matched[far] = matched.get(far, 0) + len(unit)
+                best_sim[far] = top_sentence = 1.0
             if not choices:
                 continue
             best = process.extractOne(unit, choices, scorer=Indel.normalized_similarity)
@@ -367,6 +399,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
             if hit is not None:
                 whole_best = (lo + hit[2], hit[1])
                 top = max(top, hit[1])
+        said.update(dict.fromkeys(spoken, j))
         if (
             whole_best is not None
             and whole_best[1] >= NEAR_VERBATIM
@@ -534,7 +567,7 @@ class Repetition(MetricBase):
     """Thread-scope repetition between assistant replies, sentence by sentence (V5−)."""
 
     name = "repetition"
-    version = "2"
+    version = "3"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
