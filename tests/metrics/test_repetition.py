@@ -174,21 +174,26 @@ def nonsense(k: int) -> str:
     return " ".join("".join(chr(97 + int(d)) for d in f"{4 * k + w:05d}") for w in range(4)) + "."
 
 
-def ticket_thread(fillers: int, upgrade_asked: bool) -> Thread:
+def ticket_thread(fillers: int, upgrade_asked: int | None) -> Thread:
     texts = ["Book me a ticket for order 111.", "Your ticket for order 111 is booked and confirmed."]
     for k in range(fillers):
-        user = "Please add a window seat upgrade." if upgrade_asked and k == fillers // 2 else nonsense(10_000 + k)
+        user = "Please add a window seat upgrade." if k == upgrade_asked else nonsense(10_000 + k)
         texts += [user, nonsense(k)]
     last = "Your ticket for order 111 is booked and confirmed. The window seat upgrade is added."
     return chat(*texts, "Thanks.", last)
 
 
-@pytest.mark.parametrize("fillers", [7, 30])  # 8 turns apart: read turn by turn; 31: from the index
-def test_a_far_repeat_with_details_the_user_gave_since_is_a_new_answer(fillers: int) -> None:
-    result = run(ticket_thread(fillers, upgrade_asked=True))
-    assert result.evidence["pairs"] == []
-    assert [p["kind"] for p in result.evidence["neutral_pairs"]] == ["new_details"]
-    [loop] = run(ticket_thread(fillers, upgrade_asked=False)).evidence["pairs"]
+@pytest.mark.parametrize(
+    ("fillers", "asked_at", "new_answer"),
+    [(7, 3, True), (30, 26, True), (30, 2, False)],  # the upgrade asked for 5, 5 and 29 turns before
+)
+def test_a_far_repeat_with_details_the_user_just_gave_is_a_new_answer(
+    fillers: int, asked_at: int, new_answer: bool
+) -> None:
+    result = run(ticket_thread(fillers, asked_at))
+    assert [p["kind"] for p in result.evidence["neutral_pairs"]] == (["new_details"] if new_answer else [])
+    assert [p["kind"] for p in result.evidence["pairs"]] == ([] if new_answer else ["sentence"])
+    [loop] = run(ticket_thread(fillers, None)).evidence["pairs"]
     assert (loop["first_turn"], loop["repeat_turn"], loop["kind"]) == (0, fillers + 1, "sentence")
 
 
@@ -199,30 +204,11 @@ def test_a_template_with_another_number_far_apart_is_no_repeat() -> None:
     assert result.label == "none"
 
 
-def test_what_was_brought_up_between_two_turns_is_the_same_read_either_way(monkeypatch) -> None:
-    import random
-
+def test_far_repeats_read_only_the_turns_before_them(monkeypatch) -> None:
     from tracing_eval.metrics.deterministic import repetition
 
-    rng = random.Random(5)
-    vocabulary = [f"word{k}" for k in range(30)]
-    texts = []
-    for _ in range(40):
-        texts += [" ".join(rng.sample(vocabulary, 4)), "Noted."]
-    thread = chat(*texts)
-    items = {x.turn: x for x in replies(thread)}
-    among = frozenset(vocabulary)
-    for _ in range(300):
-        a, b = sorted(rng.sample(sorted(items), 2))
-        monkeypatch.setattr(repetition, "NEAR_TURNS", 10**6)
-        by_turn = Context.of(thread).brought_up(among, items[a], items[b])
-        monkeypatch.setattr(repetition, "NEAR_TURNS", 0)
-        assert Context.of(thread).brought_up(among, items[a], items[b]) == by_turn
-
-
-def test_far_repeats_read_each_turn_once(monkeypatch) -> None:
     """The second half of a long thread says the first half again: every repeat is far back, and
-    what came up in between is looked up, not read again turn by turn for each of them."""
+    only the last few turns before each are read for what the user brought up."""
     texts = []
     for k in range(600):
         texts += [nonsense(10_000 + k), nonsense(k % 300)]
@@ -238,7 +224,7 @@ def test_far_repeats_read_each_turn_once(monkeypatch) -> None:
     monkeypatch.setattr(Context, "inputs", counted)
     result = run(thread)
     assert len(result.evidence["pairs"]) == 300
-    assert reads <= 2 * len(thread.turns)  # one far repeat at a time turn by turn: 90,000 reads
+    assert reads <= repetition.SINCE_TURNS * 300  # every turn in between: 90,000 reads
 
 
 def test_repeated_segments_list_sentences_shared_by_replies() -> None:

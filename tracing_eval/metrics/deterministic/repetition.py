@@ -33,7 +33,6 @@ word for word, so the cost grows linearly with the thread.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse
 from typing import Any
@@ -68,8 +67,8 @@ MIN_SHARED = 3
 TOPIC_TURNS = 3
 SAME_QUESTION = 0.8
 USER_WINDOW = 6
-#: up to this many turns apart, what came up between two replies is read turn by turn
-NEAR_TURNS = 12
+#: what the user or a tool brought up in this many turns before a reply can make it a new answer
+SINCE_TURNS = 12
 MAX_SEGMENTS = 20
 #: Bounds that keep one huge reply linear: a reply's first MAX_COMPARED sentences are compared (its
 #: later ones are not), by their first MAX_SENTENCE_TOKENS tokens, and the whole reply by its first
@@ -244,7 +243,6 @@ class Context:
     _inputs: dict[int, frozenset[str]] = field(default_factory=dict)
     _topics: dict[int, frozenset[str]] = field(default_factory=dict)
     _user_tokens: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    _brought_up_in: dict[str, list[int]] | None = None  # token -> turns whose user or tool messages hold it
 
     @classmethod
     def of(cls, thread: Thread) -> Context:
@@ -289,30 +287,16 @@ class Context:
         return bool(_RESTATE.search(self.user.get(turn, "")))
 
     def brought_up(self, among: frozenset[str], first: Located, later: Located) -> frozenset[str]:
-        """Which of `among` the user or a tool brought up after `first`, up to `later`'s turn.
-
-        A repeat of a reply far back spans many turns: those are looked up in an index of the
-        turns each token was brought up in, so that many far repeats stay linear in the thread."""
+        """Which of `among` the user or a tool brought up after `first`, up to `later`'s turn and
+        within its last `SINCE_TURNS` turns (a repeat of a reply far back answers a recent request)."""
+        if not among:
+            return among
         if later.turn <= first.turn:
             return among & self.inputs(later.turn)
-        if later.turn - first.turn <= NEAR_TURNS:
-            found: frozenset[str] = frozenset()
-            for t in range(first.turn + 1, later.turn + 1):
-                found |= self.inputs(t)
-            return among & found
-        if self._brought_up_in is None:
-            self._brought_up_in = {}
-            for t in sorted(self.turns):
-                for tok in self.inputs(t):
-                    self._brought_up_in.setdefault(tok, []).append(t)
-        index = self._brought_up_in
-        return frozenset(
-            tok
-            for tok in among
-            if (turns := index.get(tok))
-            and (k := bisect_right(turns, first.turn)) < len(turns)
-            and turns[k] <= later.turn
-        )
+        found: frozenset[str] = frozenset()
+        for t in range(max(first.turn, later.turn - SINCE_TURNS) + 1, later.turn + 1):
+            found |= self.inputs(t)
+        return among & found
 
 
 def _neutral_kind(first: Reply, later: Reply, ctx: Context, answers_to_same: int) -> str | None:
