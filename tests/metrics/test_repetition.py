@@ -210,8 +210,8 @@ def test_far_repeats_read_only_the_turns_before_them(monkeypatch) -> None:
     """The second half of a long thread says the first half again: every repeat is far back, and
     only the last few turns before each are read for what the user brought up."""
     texts = []
-    for k in range(600):
-        texts += [nonsense(10_000 + k), nonsense(k % 300)]
+    for k in range(600):  # each repeat adds words of its own, so what came up before it is read
+        texts += [nonsense(10_000 + k), nonsense(k) if k < 300 else f"{nonsense(k - 300)} {nonsense(20_000 + k)}"]
     thread = chat(*texts)
     reads = 0
     inputs = Context.inputs
@@ -224,7 +224,8 @@ def test_far_repeats_read_only_the_turns_before_them(monkeypatch) -> None:
     monkeypatch.setattr(Context, "inputs", counted)
     result = run(thread)
     assert len(result.evidence["pairs"]) == 300
-    assert reads <= repetition.SINCE_TURNS * 300  # every turn in between: 90,000 reads
+    assert repetition.SINCE_TURNS == 12
+    assert reads <= 12 * 300  # 3,600; every turn since the earlier reply would be 90,000
 
 
 def test_repeated_segments_list_sentences_shared_by_replies() -> None:
