@@ -169,17 +169,28 @@ def _search(cid: str, query: str) -> dict[str, Any]:
     return {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": function}]}
 
 
-def failed_searches(turns: int) -> list[dict[str, Any]]:
-    """An agent thread in which every turn's search fails and a search for the other place succeeds."""
+def failed_searches(turns: int, chinese: bool = False) -> list[dict[str, Any]]:
+    """An agent thread in which every turn's search fails and a search for the other place succeeds
+    (in English, or in Chinese: text without spaces, not in ASCII)."""
+    ask, first, second, found = (
+        ("请搜索飞往城市{k}的航班，或者飞往小镇{k}的航班。", "飞往城市{k}", "飞往小镇{k}", "我为您找到了一个航班。")
+        if chinese
+        else (
+            "Search flights to city{k}, or else flights to town{k}.",
+            "flights to city{k}",
+            "flights to town{k}",
+            "I found a flight for you.",
+        )
+    )
     messages: list[dict[str, Any]] = []
     for k in range(turns):
         messages += [
-            {"role": "user", "content": f"Search flights to city{k}, or else flights to town{k}."},
-            _search(f"a{k}", f"flights to city{k}"),
+            {"role": "user", "content": ask.format(k=k)},
+            _search(f"a{k}", first.format(k=k)),
             {"role": "tool", "tool_call_id": f"a{k}", "content": "Error: no flights found"},
-            _search(f"b{k}", f"flights to town{k}"),
+            _search(f"b{k}", second.format(k=k)),
             {"role": "tool", "tool_call_id": f"b{k}", "content": '{"flights": ["XY123"]}'},
-            {"role": "assistant", "content": "I found a flight for you."},
+            {"role": "assistant", "content": found},
         ]
     return messages
 
@@ -197,6 +208,7 @@ def check_lengths(turns: tuple[int, ...], repeat: int) -> list[list[str]]:
     shapes = {
         "support conversation": lambda n: thread_from_json_line(synthetic_lines(1, n)[0], 1),
         "failed searches": lambda n: thread_from_messages("searches", failed_searches(n)),
+        "failed searches, Chinese": lambda n: thread_from_messages("searches", failed_searches(n, chinese=True)),
     }
     rows = []
     for shape, make in shapes.items():

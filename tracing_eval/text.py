@@ -62,10 +62,11 @@ def script_of(text: str, *, min_letters: int = 12, share: float = 0.6) -> str | 
 
 # --- Script-independent sentences and word units -------------------------------------------------
 
-#: Scripts written without spaces between words: Han, Hiragana, Katakana, Thai, Lao, Myanmar, Khmer.
-_SPACELESS = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_RUN = re.compile(rf"[{_SPACELESS}]+|[^\W_{_SPACELESS}]+")
-_SPACELESS_RUN = re.compile(rf"[{_SPACELESS}]")
+#: Scripts written without spaces between words: Han, Hiragana, Katakana, Thai, Lao, Myanmar, Khmer
+#: (the ranges of a character class, for patterns to embed).
+SPACELESS = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_RUN = re.compile(rf"[{SPACELESS}]+|[^\W_{SPACELESS}]+")
+_SPACELESS_RUN = re.compile(rf"[{SPACELESS}]")
 _WORD = re.compile(r"[^\W_]+")
 _ASCII_WORD = re.compile(r"[a-z0-9]+")  # the same on lower-cased ASCII text, and faster
 _APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
@@ -129,7 +130,7 @@ _ENDS = frozenset(".!?…。！？；｡।؟\n")
 # A run of sentence marks is tried whole from its first mark only (the look-behind, and no giving
 # back): a mark is a sentence end only when its run is followed by a space, the end or a spaceless
 # script, and retrying inside a long run not so followed ("!?!?...") would cost its square.
-_PIECE = re.compile(rf"[^\W_{_SPACELESS}]+|[{_SPACELESS}]+|(?<![.!?…])[.!?…]++(?=\s|$|[{_SPACELESS}])|[。！？；｡।؟\n]")
+_PIECE = re.compile(rf"[^\W_{SPACELESS}]+|[{SPACELESS}]+|(?<![.!?…])[.!?…]++(?=\s|$|[{SPACELESS}])|[。！？；｡।؟\n]")
 _ASCII_PIECE = re.compile(r"[a-z0-9]+|(?<![.!?])[.!?]++(?=\s|$)|\n")
 
 

@@ -10,6 +10,7 @@ import pytest
 from tracing_eval.metrics.deterministic import tool_errors
 from tracing_eval.metrics.deterministic.tool_errors import Mentions, ToolErrors, canonical_args, named
 from tracing_eval.model import MetricResult, Scope, Status, Thread
+from tracing_eval.text import SPACELESS
 from tracing_eval.transcripts import thread_from_messages
 
 
@@ -248,19 +249,25 @@ def test_a_retry_on_the_same_target_with_another_payment_recovers() -> None:
     assert (turns[0].evidence["unrecovered"], turns[0].evidence["masked_error"]) == ([], False)
 
 
-def test_named_finds_a_value_where_the_case_insensitive_token_pattern_does() -> None:
-    """`named` tests ASCII text without a pattern per value: it must agree with the pattern it replaces."""
+def test_named_finds_a_value_where_the_token_pattern_does_on_case_folded_text() -> None:
+    """`named` tests text without a pattern per value: it must agree with the pattern it stands for,
+    on case-folded text, in any script (a letter of a spaceless script is no part of a token)."""
+    token = rf"(?:[^\W{SPACELESS}]|-)"
 
     def reference(text: str, value: str) -> bool:
-        return bool(value) and re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
+        pattern = rf"(?<!{token}){re.escape(value.casefold())}(?!{token})"
+        return bool(value) and re.search(pattern, text.casefold()) is not None
 
     rng = random.Random(5)
-    alphabet = "aAbB1-_ .#xXé"
+    alphabet = "aAbB1-_ .#xXé\u212aςσΣßẞ城市²İกั"
     for _ in range(20000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         value = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3)))
         assert named(text, value) == reference(text, value), (text, value)
     assert named("order W884122 failed", "w884122") and not named("order W884122-1", "W884122")
+    assert named("请搜索飞往城市5的航班", "飞往城市5") and not named("飞往城市55", "飞往城市5")
+    assert named("ค้นหาเที่ยวบินไปกรุงเทพ", "กรุงเทพ")
+    assert named("ΟΔΟΣ ΑΘΗΝΑΣ", "οδος") and named("Straße 5", "STRASSE 5")
 
 
 @pytest.mark.parametrize("index_from", [0, 32])
@@ -270,7 +277,7 @@ def test_mentions_answer_as_the_joined_earlier_messages_do(monkeypatch: pytest.M
     without a line break."""
     monkeypatch.setattr(tool_errors, "INDEX_FROM", index_from)
     rng = random.Random(7)
-    alphabet = "aAbB1-_ .#é\u212a"
+    alphabet = "aAbB1-_ .#é\u212aςΣß城市²ั"
     for _ in range(3000):
         context = [
             (p, "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10))))
@@ -284,10 +291,20 @@ def test_mentions_answer_as_the_joined_earlier_messages_do(monkeypatch: pytest.M
             assert mentions.before(value, position) == named(joined, value), (context, value, position)
 
 
-def test_a_long_thread_of_failures_reads_its_messages_about_once(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("ask", "first", "second"),
+    [
+        ("Search flights to city{k}, or else flights to town{k}.", "flights to city{k}", "flights to town{k}"),
+        ("请搜索飞往城市{k}的航班，或者飞往小镇{k}的航班。", "飞往城市{k}", "飞往小镇{k}"),
+    ],
+)
+def test_a_long_thread_of_failures_reads_its_messages_about_once(
+    monkeypatch: pytest.MonkeyPatch, ask: str, first: str, second: str
+) -> None:
     """Each failed search is followed by a successful one on another query, so every failure asks
     whether the queries were named before it. The messages are read about once in all, not once per
-    failure (the earlier version joined all earlier messages for each failure: quadratic)."""
+    failure, in any script (the earlier versions joined all earlier messages for each failure, and
+    then read every message not in ASCII for each: quadratic)."""
     read: list[int] = []
 
     def counting(text: str, value: str) -> bool:
@@ -299,10 +316,10 @@ def test_a_long_thread_of_failures_reads_its_messages_about_once(monkeypatch: py
     messages: list[dict[str, Any]] = []
     for k in range(turns):
         messages += [
-            user(f"Search flights to city{k}, or else flights to town{k}."),
-            calls((f"a{k}", "search", {"query": f"flights to city{k}"})),
+            user(ask.format(k=k)),
+            calls((f"a{k}", "search", {"query": first.format(k=k)})),
             result(f"a{k}", "Error: no flights found"),
-            calls((f"b{k}", "search", {"query": f"flights to town{k}"})),
+            calls((f"b{k}", "search", {"query": second.format(k=k)})),
             result(f"b{k}", '{"flights": ["XY123"]}'),
             say("I found a flight for you."),
         ]

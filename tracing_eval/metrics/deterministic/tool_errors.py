@@ -27,7 +27,7 @@ from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.views import located
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Scope, Thread, ToolCall, Turn
-from tracing_eval.text import Folded
+from tracing_eval.text import SPACELESS, Folded
 
 DEFAULT_THRESHOLD = 0.7
 LOOP_HALF = 3
@@ -105,24 +105,44 @@ def _leaves(arguments: Any) -> dict[str, Any]:
 
 
 def named(text: str, value: str) -> bool:
-    """`value` occurs in `text` as written (case aside), not inside a longer token: `884122` is not
-    named by "8841-22", so a retry that fixed its format is a correction, not another target."""
+    """`value` occurs in `text` as written (case aside: Unicode case folding), not inside a longer
+    token (a run of letters, digits, `_` and `-`): `884122` is not named by "8841-22", so a retry that
+    fixed its format is a correction, not another target. Scripts written without spaces (Chinese,
+    Japanese, Thai, ...) have no tokens to be inside: "飞往城市5" is named in "请搜索飞往城市5的航班"."""
     if not value:
         return False
-    if text.isascii() and value.isascii():  # the same test without compiling a pattern per value
-        low, wanted = text.lower(), value.lower()
-        at = low.find(wanted)
-        while at >= 0:
-            end = at + len(wanted)
-            if (at == 0 or low[at - 1] not in _TOKEN_CHARS) and (end == len(low) or low[end] not in _TOKEN_CHARS):
-                return True
-            at = low.find(wanted, at + 1)
-        return False
-    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
+    low, wanted = fold(text), fold(value)
+    inside = _TOKEN_CHARS.__contains__ if text.isascii() else _token_char
+    at = low.find(wanted)
+    while at >= 0:
+        end = at + len(wanted)
+        if (at == 0 or not inside(low[at - 1])) and (end == len(low) or not inside(low[end])):
+            return True
+        at = low.find(wanted, at + 1)
+    return False
 
 
-#: the ASCII characters of `[\w-]`: a value next to one of them is part of a longer token
+def fold(text: str) -> str:
+    """`text` with case folded (`str.lower` where that is the same: ASCII)."""
+    return text.lower() if text.isascii() else text.casefold()
+
+
+def _token_char(c: str) -> bool:
+    """A character of a token: a letter or digit (`\\w`) of a script written with spaces, `_`, `-`."""
+    return c in _TOKEN_CHARS or (c >= "\x80" and c.isalnum() and not _SPACELESS_CHAR.match(c))
+
+
+#: the ASCII characters of tokens: a value next to one of them is part of a longer token
 _TOKEN_CHARS = frozenset(string.ascii_lowercase + string.ascii_uppercase + string.digits + "_-")
+_SPACELESS_CHAR = re.compile(f"[{SPACELESS}]")
+#: what `Mentions` indexes in case-folded text: the tokens, and each character of a spaceless script
+_PARTS = re.compile(rf"(?:[^\W{SPACELESS}]|-)+|[{SPACELESS}]")
+_ASCII_PARTS = re.compile(r"[a-z0-9_-]+")  # the same on lower-cased ASCII text, and faster
+
+
+def parts(text: str) -> list[str]:
+    """The parts of `text` that `Mentions` indexes (`_PARTS` of the case-folded text)."""
+    return _ASCII_PARTS.findall(text.lower()) if text.isascii() else _PARTS.findall(text.casefold())
 
 
 #: `Mentions` indexes the messages of a thread with more than this many user and tool messages
@@ -131,17 +151,16 @@ INDEX_FROM = 32
 
 class Mentions:
     """Where the user and tool messages of a thread first name a value (`named`), each value looked up
-    once. A long thread's ASCII messages are indexed by their tokens (runs of letters, digits, `_` and
-    `-`) on first use: a message can name an ASCII value only if it holds every token of the value,
-    so only those messages, and the messages in other scripts, are read. A thread with many failed
-    calls thus reads its text about once, not once per failure. A value is named within one message:
-    one with a line break is not found across two."""
+    once. A long thread's messages are indexed by their parts (`_PARTS`: case-folded tokens, and the
+    characters of spaceless scripts) on first use: a message can name a value only if it holds every
+    part of the value, so only those messages are read. A thread with many failed calls thus reads its
+    text about once, not once per failure. A value is named within one message: one with a line
+    break is not found across two."""
 
     def __init__(self, context: list[tuple[int, str]]) -> None:
         self._context = context
         self._first: dict[str, float] = {}
-        self._tokens: dict[str, set[int]] = {}
-        self._other: list[int] | None = None  # indices of the messages not in ASCII
+        self._parts: dict[str, set[int]] | None = None
 
     def before(self, value: str, position: int) -> bool:
         """`value` is named in a message at a position before `position`."""
@@ -151,32 +170,22 @@ class Mentions:
         return first < position
 
     def _first_position(self, value: str) -> float:
-        long = len(self._context) > INDEX_FROM
-        parts = set(_ASCII_TOKEN.findall(value.lower())) if long and value.isascii() else set()
-        if parts:
-            other = self._index()
-            postings = [self._tokens.get(t, set()) for t in parts]
+        wanted = set(parts(value)) if len(self._context) > INDEX_FROM else set()
+        if wanted:
+            postings = [self._index().get(t, set()) for t in wanted]
             rarest = min(postings, key=len)  # only its messages are tested against the others
-            holding = {k for k in rarest if all(k in p for p in postings)}
-            read: Iterable[int] = sorted(holding.union(other))
+            read: Iterable[int] = sorted(k for k in rarest if all(k in p for p in postings))
         else:
             read = range(len(self._context))
         return next((self._context[k][0] for k in read if named(self._context[k][1], value)), math.inf)
 
-    def _index(self) -> list[int]:
-        if self._other is None:
-            self._other = []
+    def _index(self) -> dict[str, set[int]]:
+        if self._parts is None:
+            self._parts = {}
             for k, (_, text) in enumerate(self._context):
-                if not text.isascii():
-                    self._other.append(k)
-                    continue
-                for token in _ASCII_TOKEN.findall(text.lower()):
-                    self._tokens.setdefault(token, set()).add(k)
-        return self._other
-
-
-#: a run of the ASCII characters of `[\w-]` in lower-cased text: a token as `named` bounds it
-_ASCII_TOKEN = re.compile(r"[a-z0-9_-]+")
+                for part in parts(text):
+                    self._parts.setdefault(part, set()).add(k)
+        return self._parts
 
 
 def another_target(failed: Call, success: Call, mentions: Mentions) -> bool:
@@ -283,7 +292,7 @@ class ToolErrors(MetricBase):
     """Tool-call failures per turn and per thread; not applicable without tool calls."""
 
     name = "tool_errors"
-    version = "2"
+    version = "3"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
