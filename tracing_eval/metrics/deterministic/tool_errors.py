@@ -111,7 +111,7 @@ def named(text: str, value: str) -> bool:
     Japanese, Thai, ...) have no tokens to be inside: "飞往城市5" is named in "请搜索飞往城市5的航班"."""
     if not value:
         return False
-    low, wanted = fold(text), fold(value)
+    low, wanted = _fold(text), _fold(value)
     inside = _TOKEN_CHARS.__contains__ if text.isascii() else _token_char
     at = low.find(wanted)
     while at >= 0:
@@ -122,7 +122,7 @@ def named(text: str, value: str) -> bool:
     return False
 
 
-def fold(text: str) -> str:
+def _fold(text: str) -> str:
     """`text` with case folded (`str.lower` where that is the same: ASCII)."""
     return text.lower() if text.isascii() else text.casefold()
 
@@ -140,7 +140,7 @@ _PARTS = re.compile(rf"(?:[^\W{SPACELESS}]|-)+|[{SPACELESS}]")
 _ASCII_PARTS = re.compile(r"[a-z0-9_-]+")  # the same on lower-cased ASCII text, and faster
 
 
-def parts(text: str) -> list[str]:
+def _parts_of(text: str) -> list[str]:
     """The parts of `text` that `Mentions` indexes (`_PARTS` of the case-folded text)."""
     return _ASCII_PARTS.findall(text.lower()) if text.isascii() else _PARTS.findall(text.casefold())
 
@@ -170,7 +170,7 @@ class Mentions:
         return first < position
 
     def _first_position(self, value: str) -> float:
-        wanted = set(parts(value)) if len(self._context) > INDEX_FROM else set()
+        wanted = set(_parts_of(value)) if len(self._context) > INDEX_FROM else set()
         if wanted:
             postings = [self._index().get(t, set()) for t in wanted]
             rarest = min(postings, key=len)  # only its messages are tested against the others
@@ -183,7 +183,7 @@ class Mentions:
         if self._parts is None:
             self._parts = {}
             for k, (_, text) in enumerate(self._context):
-                for part in parts(text):
+                for part in _parts_of(text):
                     self._parts.setdefault(part, set()).add(k)
         return self._parts
 
