@@ -157,6 +157,18 @@ def test_a_word_for_word_repeat_before_the_window_is_found() -> None:
     assert result.evidence["max_sentence_similarity"] == 1.0  # the judge's gate sees it
 
 
+def test_a_chinese_sentence_said_again_far_back_is_found() -> None:
+    shipped = "您的订单已经发货，预计三天内送达。"
+    fillers = ["今天天气很好适合出去散步。", "我们的商店营业时间是早上九点到晚上十点。", "这款手机的电池续航时间很长。",
+               "您的会员积分可以用来兑换礼品。", "运费根据您所在的地区计算。", "新款衣服下周一开始上架销售。",
+               "退货需要在收到商品后七天内申请。"]  # fmt: skip
+    texts = ["你好", shipped]
+    for k, filler in enumerate(fillers):
+        texts += [f"问题{k}", filler]
+    result = run(chat(*texts, "怎么样了", shipped))
+    assert pairs(result) == [(0, 8, 1.0)]
+
+
 def test_a_rewording_before_the_window_is_not_compared() -> None:
     thread = far_apart(TRIED, CLEAR)  # 0.8 similar: a repeat inside the window of 6 replies
     assert run(thread).label == "none"
