@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from tracing_eval.metrics.deterministic import repetition
 from tracing_eval.metrics.deterministic.repetition import WEIGHTS, Context, Pair, Repetition, analyse, verdict
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.model import Message, Status, Thread
@@ -197,7 +198,7 @@ def ticket_thread(fillers: int, upgrade_asked: int | None) -> Thread:
 
 @pytest.mark.parametrize(
     ("fillers", "asked_at", "new_answer"),
-    [(7, 3, True), (30, 26, True), (30, 2, False)],  # the upgrade asked for 5, 5 and 29 turns before
+    [(7, 3, True), (30, 26, True), (30, 2, False)],  # the upgrade asked for 4, 4 and 28 turns before
 )
 def test_a_far_repeat_with_details_the_user_just_gave_is_a_new_answer(
     fillers: int, asked_at: int, new_answer: bool
@@ -217,8 +218,6 @@ def test_a_template_with_another_number_far_apart_is_no_repeat() -> None:
 
 
 def test_far_repeats_read_only_the_turns_before_them(monkeypatch) -> None:
-    from tracing_eval.metrics.deterministic import repetition
-
     """The second half of a long thread says the first half again: every repeat is far back, and
     only the last few turns before each are read for what the user brought up."""
     texts = []
