@@ -142,7 +142,7 @@ _ASCII_PARTS = re.compile(r"[a-z0-9_-]+")  # the same on lower-cased ASCII text,
 
 def _parts_of(text: str) -> list[str]:
     """The parts of `text` that `Mentions` indexes (`_PARTS` of the case-folded text)."""
-    return _ASCII_PARTS.findall(text.lower()) if text.isascii() else _PARTS.findall(text.casefold())
+    return (_ASCII_PARTS if text.isascii() else _PARTS).findall(_fold(text))
 
 
 #: `Mentions` indexes the messages of a thread with more than this many user and tool messages
