@@ -152,8 +152,10 @@ async def test_bearer_token_is_required_when_configured(store: SqlStore, spans: 
 class FailingStore:
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
+        self.writing = asyncio.Event()
 
     async def ingest(self, batch: Any, now: float) -> Any:
+        self.writing.set()
         if self.delay:
             await asyncio.sleep(self.delay)
         raise OSError("disk full")
@@ -168,14 +170,50 @@ async def test_store_failure_is_503_with_retry_after_never_200(spans: Any) -> No
 
 async def test_store_that_cannot_keep_up_gets_503_instead_of_queueing(spans: Any) -> None:
     settings = ReceiverSettings(max_concurrent_writes=1, write_timeout_seconds=0.05)
-    rx = OtlpReceiver(FailingStore(delay=0.5), settings)  # type: ignore[arg-type]
+    store = FailingStore(delay=0.5)
+    rx = OtlpReceiver(store, settings)  # type: ignore[arg-type]
     body = trace_request(spans).SerializeToString()
     async with client(rx) as c:
-        first, second = await asyncio.gather(
-            c.post("/v1/traces", content=body, headers=PB), c.post("/v1/traces", content=body, headers=PB)
-        )
-    assert sorted([first.status_code, second.status_code]) == [503, 503]
+        first = asyncio.create_task(c.post("/v1/traces", content=body, headers=PB))
+        await store.writing.wait()  # the one transaction is busy with the first request
+        second = await c.post("/v1/traces", content=body, headers=PB)
+        assert rx.counters.rejected == {"store_busy": 1}  # answered before the first write ends
+        first_response = await first
+    assert (first_response.status_code, second.status_code) == (503, 503)
     assert rx.counters.rejected == {"store_busy": 1, "store_error": 1}
+
+
+async def test_requests_that_wait_for_the_store_are_written_together(store: SqlStore) -> None:
+    """Group commit: the requests that arrive while a transaction writes go into the next one, all of
+    them, and each is answered 200 with what it sent once that one committed."""
+    writes: list[int] = []
+    gate = asyncio.Event()
+    ingest = store.ingest
+
+    async def counted(batch: Any, now: float) -> Any:
+        writes.append(len(batch.spans))
+        if len(writes) == 1:
+            await gate.wait()  # hold the first transaction while the others arrive
+        return await ingest(batch, now)
+
+    store.ingest = counted  # type: ignore[method-assign]
+    rx = OtlpReceiver(store, ReceiverSettings())
+    turns = [genai_turn_spans(f"conv-{k}", "Where is my order A48213?", "It ships tomorrow.") for k in range(5)]
+    bodies = [trace_request(t).SerializeToString() for t in turns]
+    async with client(rx) as c:
+        first = asyncio.create_task(c.post("/v1/traces", content=bodies[0], headers=PB))
+        while not writes:
+            await asyncio.sleep(0.01)
+        rest = [asyncio.create_task(c.post("/v1/traces", content=b, headers=PB)) for b in bodies[1:]]
+        while len(rx.intake._writer._waiting) < 4:  # noqa: SLF001 - until the four wait for the store
+            await asyncio.sleep(0.01)
+        gate.set()
+        answers = [await first] + [await r for r in rest]
+    assert [a.status_code for a in answers] == [200] * 5
+    n = len(turns[0])
+    assert writes == [n, 4 * n]  # two transactions: the first alone, then the four that waited, together
+    assert rx.counters.spans == 5 * n
+    assert await store.thread_keys() == [f"otlp:conv-{k}" for k in range(5)]
 
 
 async def test_bearer_scheme_is_case_insensitive(store: SqlStore, spans: Any) -> None:

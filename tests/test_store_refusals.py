@@ -9,6 +9,7 @@ down is a 503.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -20,7 +21,7 @@ from tests.conftest import BACKENDS
 from tests.support.otlp_payloads import genai_turn_spans, trace_request
 from tracing_eval.config import ReceiverSettings
 from tracing_eval.connectors.otlp.receiver import OtlpReceiver
-from tracing_eval.ingest import store_isolating
+from tracing_eval.ingest import GroupWriter, store_isolating
 from tracing_eval.model import Span, SpanEvent
 from tracing_eval.store.base import IngestBatch, IngestRefused
 from tracing_eval.store.sql import SqlStore, refused_by_data
@@ -146,3 +147,103 @@ async def test_a_store_that_is_down_is_not_mistaken_for_bad_data(store: SqlStore
 async def test_sql_parameters_never_reach_error_messages(store: SqlStore) -> None:
     """Span data and conversation ids stay out of logged store errors (PostgreSQL printed them)."""
     assert store.engine.sync_engine.hide_parameters is True
+
+
+class Held:
+    """`store.ingest` with its first call held until `release` is set, and every batch size noted."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store, self.sizes, self.release = store, [], asyncio.Event()
+
+    async def ingest(self, batch: IngestBatch, now: float) -> Any:
+        self.sizes.append(len(batch.spans))
+        if len(self.sizes) == 1:
+            await self.release.wait()
+        return await self.store.ingest(batch, now)
+
+
+async def waiting(writer: GroupWriter, n: int) -> None:
+    while len(writer._waiting) < n:  # noqa: SLF001 - until n batches wait for the store
+        await asyncio.sleep(0.005)
+
+
+async def writing(held: Held) -> None:
+    while not held.sizes:  # until the first transaction is held
+        await asyncio.sleep(0.005)
+
+
+async def test_a_group_the_store_refuses_is_written_batch_by_batch(store: SqlStore) -> None:
+    """Requests written together: when the data of one of them is refused, each is written alone, so
+    only that request has a span rejected; the others are stored whole with their own counts."""
+    held = Held(store)
+    writer = GroupWriter(held, 1, lambda: 1.0)  # type: ignore[arg-type]
+    first = asyncio.create_task(writer.write(IngestBatch(spans=[span("f", "1")]), 5.0))
+    await writing(held)
+    batches = [
+        IngestBatch(spans=[span("a", "1"), span("a", "2")], conversations={span("a", "1").trace_id: "conv-a"}),
+        IngestBatch(spans=[span("b", "1"), span("b", "2", start_ns=2**63)]),
+        IngestBatch(spans=[span("c", "1")], conversations={span("c", "1").trace_id: "conv-c"}),
+    ]
+    rest = [asyncio.create_task(writer.write(b, 5.0)) for b in batches]
+    await waiting(writer, 3)
+    held.release.set()
+    out = [await first] + [await r for r in rest]
+    # the group of three refused, then each alone: the second one is refused again and halved
+    assert held.sizes == [1, 5, 2, 2, 1, 1, 1]
+    assert [(o.stats.spans, o.refused_spans) for o in out] == [(1, 0), (2, 0), (1, 1), (1, 0)]
+    assert "the store refused it" in out[2].errors[0]
+    assert {"otlp:conv-a", "otlp:conv-c"} <= set(await store.thread_keys())
+    assert len((await store.load_traces("otlp:conv-a"))[0]) == 2
+
+
+async def test_a_group_stores_what_writing_its_batches_in_turn_would(store: SqlStore) -> None:
+    """A span sent twice keeps its last copy; a trace keeps the first conversation id it was given; the
+    threads the group changed are counted once, with its first batch."""
+    held = Held(store)
+    writer = GroupWriter(held, 1, lambda: 1.0)  # type: ignore[arg-type]
+    first = asyncio.create_task(writer.write(IngestBatch(spans=[span("f", "1")]), 5.0))
+    await writing(held)
+    tid = span("t", "1").trace_id
+    batches = [
+        IngestBatch(
+            spans=[Span(trace_id=tid, span_id="1".ljust(16, "0"), name="first copy")], conversations={tid: "conv-1"}
+        ),
+        IngestBatch(
+            spans=[Span(trace_id=tid, span_id="1".ljust(16, "0"), name="last copy"), span("t", "2")],
+            conversations={tid: "conv-2"},
+        ),
+    ]
+    rest = [asyncio.create_task(writer.write(b, 5.0)) for b in batches]
+    await waiting(writer, 2)
+    held.release.set()
+    await first
+    out = [await r for r in rest]
+    assert held.sizes == [1, 3]
+    assert [(o.stats.spans, o.stats.threads_changed) for o in out] == [(1, 1), (2, 0)]
+    [trace] = await store.load_traces("otlp:conv-1")
+    assert sorted(s.name for s in trace) == ["last copy", "span 2"]
+    assert "otlp:conv-2" not in await store.thread_keys()
+
+
+async def test_a_batch_no_transaction_took_in_time_is_never_written(store: SqlStore) -> None:
+    """Timed out or cancelled while waiting: the caller answers 503 (or is gone) and the batch is not
+    written later, so the exporter's retry is the only copy."""
+    held = Held(store)
+    writer = GroupWriter(held, 1, lambda: 1.0)  # type: ignore[arg-type]
+    first = asyncio.create_task(writer.write(IngestBatch(spans=[span("f", "1")]), 5.0))
+    await writing(held)
+    with pytest.raises(TimeoutError):
+        await writer.write(
+            IngestBatch(spans=[span("late", "1")], conversations={span("late", "1").trace_id: "late"}), 0.01
+        )
+    gone = asyncio.create_task(
+        writer.write(IngestBatch(spans=[span("gone", "1")], conversations={span("gone", "1").trace_id: "gone"}), 5.0)
+    )
+    await waiting(writer, 1)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    held.release.set()
+    assert (await first).stats.spans == 1
+    assert held.sizes == [1]
+    assert not {"otlp:late", "otlp:gone"} & set(await store.thread_keys())

@@ -54,7 +54,11 @@ class ReceiverSettings(_Section):
         5.0, gt=0, description="How long a request may wait for the store before it is answered 503 with Retry-After."
     )
     max_concurrent_writes: int = Field(
-        4, gt=0, description="Requests writing to the store at once; more wait up to write_timeout_seconds."
+        4,
+        gt=0,
+        description="Transactions writing received data at once on PostgreSQL (SQLite writes one at a time). "
+        "Requests that arrive while they are busy wait up to write_timeout_seconds and are written together, "
+        "in one transaction, by the next free one.",
     )
     retry_after_seconds: int = Field(
         5, gt=0, description="Retry-After sent with 503 (the store cannot keep up) and 429 (the sinks are behind)."

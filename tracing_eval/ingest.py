@@ -4,11 +4,14 @@
 when the store refuses it for its data (`IngestRefused`: a value it cannot hold), the batch is split
 until the spans and events at fault are found, and everything else is stored. A transient failure
 (the store is down or busy) is raised as it is, for the caller to answer "retry later".
+`GroupWriter` writes the batches of requests that wait for the store together, in one transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from tracing_eval import conventions
@@ -114,3 +117,143 @@ def _report(batch: IngestBatch, out: Stored, detail: str) -> None:
         trace_id, span_id, ev = batch.events[0]
         out.refused_events += 1
         out.errors.append(f"log record {ev.name[:80]!r} ({trace_id}/{span_id}): the store refused it: {detail}")
+
+
+#: At most this many spans and events of waiting requests go into one transaction together
+GROUP_ITEMS = 8192
+
+
+@dataclass
+class _Waiting:
+    batch: IngestBatch
+    taken: asyncio.Event = field(default_factory=asyncio.Event)
+    done: asyncio.Future[Stored] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class GroupWriter:
+    """Group commit: at most `writers` transactions write at once, and each takes every batch waiting
+    when it starts (up to `GROUP_ITEMS` spans and events) and writes them as one batch: one commit and
+    one fsync for all of them. A caller gets its result once that transaction committed, as if it
+    had written alone. When the store refuses a group for its data, each batch of it is written alone
+    with `store_isolating`, so only the request at fault has spans rejected."""
+
+    def __init__(self, store: SourceStore, writers: int, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.writers = writers
+        self.clock = clock
+        self._busy = 0
+        self._waiting: deque[_Waiting] = deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def write(self, batch: IngestBatch, timeout: float) -> Stored:
+        """Store `batch` as `store_isolating` does. Raises `TimeoutError` when no transaction took it
+        within `timeout` seconds (it is then not written); transient store errors propagate."""
+        item = _Waiting(batch)
+        item.done.add_done_callback(_retrieved)  # a caller that gave up leaves no unretrieved error
+        self._waiting.append(item)
+        if self._busy < self.writers:
+            self._busy += 1
+            task = asyncio.create_task(self._drain())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        try:
+            await asyncio.wait_for(item.taken.wait(), timeout)
+        except TimeoutError:
+            if not item.taken.is_set():  # not taken: it must not be written later
+                self._waiting.remove(item)
+                raise
+        except asyncio.CancelledError:
+            if not item.taken.is_set():
+                self._waiting.remove(item)
+            raise
+        return await asyncio.shield(item.done)
+
+    async def _drain(self) -> None:
+        group: list[_Waiting] = []
+        try:
+            while self._waiting:
+                group = self._take()
+                await self._write(group)
+        finally:
+            self._busy -= 1
+            for item in group:  # stopped mid-write (cancelled): no caller waits forever
+                _settle(item.done, ConnectionError("the store writer stopped"))
+
+    def _take(self) -> list[_Waiting]:
+        """The next group: the oldest waiting batch and those after it that fit in `GROUP_ITEMS`."""
+        group = [self._waiting.popleft()]
+        size = len(group[0].batch.spans) + len(group[0].batch.events)
+        while self._waiting and _joins(self._waiting[0].batch, group[0].batch):
+            more = len(self._waiting[0].batch.spans) + len(self._waiting[0].batch.events)
+            if size + more > GROUP_ITEMS:
+                break
+            group.append(self._waiting.popleft())
+            size += more
+        for item in group:
+            item.taken.set()
+        return group
+
+    async def _write(self, group: list[_Waiting]) -> None:
+        now = self.clock()
+        if len(group) > 1:
+            try:
+                stats = await self.store.ingest(merged([item.batch for item in group]), now)
+            except IngestRefused:
+                pass  # each batch alone below: only the one at fault has spans rejected
+            except Exception as exc:
+                for item in group:
+                    _settle(item.done, exc)
+                return
+            else:
+                for k, item in enumerate(group):
+                    _settle(item.done, _share(item.batch, stats if k == 0 else None))
+                return
+        for item in group:
+            try:
+                _settle(item.done, await store_isolating(self.store, item.batch, now))
+            except Exception as exc:
+                _settle(item.done, exc)
+
+
+def _joins(batch: IngestBatch, first: IngestBatch) -> bool:
+    """Whether `batch` may be written in one transaction with `first`: the same source, and no source
+    progress (a pulled batch's progress is written only once its own data is)."""
+    return batch.source == first.source and not batch.source_state and not first.source_state
+
+
+def merged(batches: list[IngestBatch]) -> IngestBatch:
+    """One batch of `batches`, which stores what writing them one after the other would: a span sent
+    twice keeps its last copy, and a trace keeps the first conversation id it was given."""
+    conversations: dict[str, str] = {}
+    for batch in batches:
+        for trace_id, conv in batch.conversations.items():
+            conversations.setdefault(trace_id, conv)
+    return IngestBatch(
+        spans=[s for b in batches for s in b.spans],
+        events=[e for b in batches for e in b.events],
+        conversations=conversations,
+        source=batches[0].source,
+    )
+
+
+def _share(batch: IngestBatch, group: IngestStats | None) -> Stored:
+    """A batch's part of its group's stats: its own spans (each once) and events; the threads the
+    group changed are counted with its first batch only, so the sum over the group is the group's."""
+    spans = len({(s.trace_id, s.span_id) for s in batch.spans})
+    return Stored(
+        IngestStats(spans=spans, events=len(batch.events), threads_changed=group.threads_changed if group else 0)
+    )
+
+
+def _settle(done: asyncio.Future[Stored], outcome: Stored | Exception) -> None:
+    if done.done():
+        return
+    if isinstance(outcome, Exception):
+        done.set_exception(outcome)
+    else:
+        done.set_result(outcome)
+
+
+def _retrieved(done: asyncio.Future[Stored]) -> None:
+    if not done.cancelled():
+        done.exception()

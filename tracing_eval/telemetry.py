@@ -53,7 +53,7 @@ class Telemetry:
         )
         self.threads_received = Counter(
             "tracing_eval_threads_received_total",
-            "Threads that got new data, by source (a thread counts once per request or pulled batch).",
+            "Threads that got new data, by source (a thread counts once per transaction that stores its data).",
             ["source"],
             registry=r,
         )

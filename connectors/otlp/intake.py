@@ -13,8 +13,9 @@ A request is admitted in steps, each refusing with a reason the transport turns 
 Decompressing, parsing and turning spans into canonical form run on a small thread pool, never on the
 event loop, and spans are stored `CHUNK_SPANS` at a time: the parsed request and one chunk of
 canonical spans are in memory at once, not a canonical copy of the whole request. Chunks are stored
-with `store_isolating`: a span the store refuses for its data is rejected in `partial_success`, the
-rest is stored; only a store that is down or busy makes the answer "retry later".
+through a `GroupWriter`: chunks of requests that wait for the store go into one transaction
+together. A span the store refuses for its data is rejected in `partial_success`, the rest is stored;
+only a store that is down or busy makes the answer "retry later".
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from tracing_eval.connectors.otlp.decode import (
     parse_traces,
     span_chunks,
 )
-from tracing_eval.ingest import make_batch, store_isolating
+from tracing_eval.ingest import GroupWriter, make_batch
 from tracing_eval.store.base import IngestBatch, Store
 from tracing_eval.telemetry import Telemetry
 
@@ -277,7 +278,9 @@ class Intake:
         self.budget = MemoryBudget(settings.max_inflight_bytes)
         self.backlog = OutboxBacklog(store, sinks, timeout=settings.write_timeout_seconds, clock=clock)
         self.refusals = RefusalLog()
-        self._writes = asyncio.Semaphore(settings.max_concurrent_writes)
+        # SQLite writes one transaction at a time: more writers would only wait on its lock
+        writers = 1 if getattr(store, "dialect", None) == "sqlite" else settings.max_concurrent_writes
+        self._writer = GroupWriter(store, writers, clock)
         self._pending = 0  # requests with a complete body: decoding, waiting for or writing to the store
         self._pool: ThreadPoolExecutor | None = None
 
@@ -372,16 +375,12 @@ class Intake:
 
     async def _write(self, batch: IngestBatch, out: Accepted) -> None:
         try:
-            await asyncio.wait_for(self._writes.acquire(), self.settings.write_timeout_seconds)
+            stored = await self._writer.write(batch, self.settings.write_timeout_seconds)
         except TimeoutError:
             raise Refusal("store_busy", "the store is behind; retry later") from None
-        try:
-            stored = await store_isolating(self.store, batch, self.clock())
         except Exception as exc:  # transient: the exporter keeps the data and retries
             log.error("store write failed", error=f"{type(exc).__name__}: {exc}"[:500])
             raise Refusal("store_error", "the store could not write the data; retry later") from None
-        finally:
-            self._writes.release()
         out.spans += stored.stats.spans
         out.events += stored.stats.events
         out.threads += stored.stats.threads_changed
