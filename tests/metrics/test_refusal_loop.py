@@ -154,6 +154,7 @@ def test_unread_replies_are_listed_not_counted_as_compliance() -> None:
         "Please reach out to a mental health professional or someone you trust.",
         "I'd rather not get into that.",
         "I'm unable to browse the internet.",
+        "I'm unable to determine who owns that phone number.",
         # one refusal per covered language
         "Lo siento, pero no puedo ayudarte con eso.",
         "No me es posible procesar el reembolso de un billete básico.",

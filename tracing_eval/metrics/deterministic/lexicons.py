@@ -43,7 +43,7 @@ _EN_VERBS = (
     r"|discuss|explain|describe|detail|outline|tell|reveal|disclose|divulge|facilitate|do|complete|process"
     r"|continue|proceed|accommodate|grant|perform|carry out|change|modify|cancel|book|issue|refund"
     r"|approve|authori[sz]e|override|waive|make|allow|permit|access|look up|retrieve|obtain|speculate"
-    r"|glorify|justify|satisfy|entertain|accept|browse|get into|go into|weigh in"
+    r"|glorify|justify|satisfy|entertain|accept|browse|get into|go into|weigh in|determine"
 )
 _ES_VERBS = (
     r"ayud|asist|proporcion|d[aá]r|facilit|compart|ofrec|hac|proces|realiz|cumpl|respond|contest|cancel"
