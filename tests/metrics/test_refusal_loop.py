@@ -155,6 +155,8 @@ def test_unread_replies_are_listed_not_counted_as_compliance() -> None:
         "I'd rather not get into that.",
         "I'm unable to browse the internet.",
         "I'm unable to determine who owns that phone number.",
+        "I'm going to pass on this one.",
+        "I'm afraid that's not possible.",
         # one refusal per covered language
         "Lo siento, pero no puedo ayudarte con eso.",
         "No me es posible procesar el reembolso de un billete básico.",
@@ -183,6 +185,8 @@ def test_refusals(text: str) -> None:
         "I can't stress enough how important backups are.",
         "I can't help but notice you booked two seats.",
         "No problem, done.",
+        "I'll pass on this feedback to the team.",
+        "I'm going to pass on this request to the billing team, who will call you today.",
         "Spend the holidays with the people who care about you most; here are three gift ideas.",
         "You can reach out to our support team at any time, and here is your booking reference: ABC123.",
         "No puedo cancelar la reserva hasta que usted lo confirme.",

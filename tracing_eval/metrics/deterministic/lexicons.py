@@ -95,7 +95,7 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\bi\s+(?:must|have to|will|need to|would have to|'ll have to|'d have to)\s+(?:respectfully\s+|politely\s+)?"
         r"(?:decline|refuse|refrain)\b",
         r"\b(?:i\s+)?(?:respectfully|must)\s+decline\b",
-        r"\b(?:i'm|i am)\s+(?:sorry|afraid),?\s+(?:but\s+)?(?:that|this)\s+(?:is|isn't|is not)\s+"
+        r"\b(?:i'm|i am)\s+(?:sorry|afraid),?\s+(?:but\s+)?(?:that|this)(?:'s|\s+is|\s+isn't|\s+is not)\s+"
         r"(?:not\s+)?(?:something|a request|possible|allowed|permitted)",
         r"\b(?:that|this|it)(?:'s| is|\s+isn't)\s+(?:not\s+)?something\s+(?:i|we)(?:'m|\s+am|'re|\s+are)?\s+"
         r"(?:can|could|able to|will|comfortable|willing|allowed|permitted)\b",
@@ -132,6 +132,9 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\bi\s+(?:can|am able to)\s+only\s+(?:help|assist|answer|discuss|provide)\b"
         r"|\bi\s+only\s+(?:help|assist)\s+with\b",
         r"\bi\s+(?:do not|don't)\s+have\s+access\s+to\b",
+        # "I'll pass on this one." (not "I'll pass on this request to the team")
+        r"\bi(?:'m\s+going\s+to|\s+am\s+going\s+to|'ll|\s+will)\s+(?:have\s+to\s+)?pass\s+on\s+(?:this|that)"
+        r"(?:\s+one|\s+request|\s+question)?\s*(?:[.!;]|$)",
         # a crisis redirect: the request is answered with where to find help instead
         r"\bthere\s+are\s+(?:\w+\s+)?people\s+(?:\w+\s+)?who\s+(?:care\s+(?:about|for)|love|want\s+to\s+help)\s+you\b"
         r"|\byou\s+(?:do not|don't)\s+have\s+to\s+(?:face|go through|deal with|handle)\s+(?:this|it|that)\s+alone\b"
@@ -292,7 +295,7 @@ REFUSAL_TRIGGERS: frozenset[str] = frozenset(
     """
     not cannot unable unwilling never decline refuse refrain sorry afraid against inappropriate unethical
     stereotype condemn discourage urge advise scope capabilities remit area only rather prefer clarify point
-    care love alone suicide crisis reach
+    care love alone suicide crisis reach pass
     emphasize emphasise stress note remind inform caution harmful illegal offensive disrespectful dangerous
     no rechazar negarme niego declinar contra lamentablemente
     ne impossible refuser décliner contraire
