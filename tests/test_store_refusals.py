@@ -10,6 +10,7 @@ down is a 503.
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -247,3 +248,38 @@ async def test_a_batch_no_transaction_took_in_time_is_never_written(store: SqlSt
     assert (await first).stats.spans == 1
     assert held.sizes == [1]
     assert not {"otlp:late", "otlp:gone"} & set(await store.thread_keys())
+
+
+async def test_a_group_the_store_fails_to_write_fails_every_request_in_it_and_the_next_ones_go_on(
+    store: SqlStore,
+) -> None:
+    """A transient failure (the store is down for a moment) rolls the whole group back: every request
+    in it is answered "retry later" and none of it is stored; requests after it are written."""
+    held = Held(store)
+    failing = {"left": 1}
+
+    async def flaky(batch: IngestBatch, now: float) -> Any:
+        if len(batch.spans) > 1 and failing["left"]:
+            failing["left"] -= 1
+            raise OSError("connection reset")
+        return await held.ingest(batch, now)
+
+    writer = GroupWriter(SimpleNamespace(ingest=flaky), 1, lambda: 1.0)  # type: ignore[arg-type]
+    first = asyncio.create_task(writer.write(IngestBatch(spans=[span("f", "1")]), 5.0))
+    await writing(held)
+    names = ["x", "y", "z"]
+    group = [
+        asyncio.create_task(
+            writer.write(IngestBatch(spans=[span(n, "1")], conversations={span(n, "1").trace_id: n}), 5.0)
+        )
+        for n in names
+    ]
+    await waiting(writer, 3)
+    held.release.set()
+    assert (await first).stats.spans == 1
+    outcomes = await asyncio.gather(*group, return_exceptions=True)
+    assert all(isinstance(o, OSError) for o in outcomes)
+    later = await writer.write(IngestBatch(spans=[span("w", "1")], conversations={span("w", "1").trace_id: "w"}), 5.0)
+    assert later.stats.spans == 1
+    keys = set(await store.thread_keys())
+    assert "otlp:w" in keys and not {f"otlp:{n}" for n in names} & keys
