@@ -165,6 +165,12 @@ def test_unread_replies_are_listed_not_counted_as_compliance() -> None:
         "Das kann ich nicht tun.",
         "Desculpe, mas não posso ajudar com isso.",
         "Mi dispiace, ma non posso aiutarti con questo.",
+        # a crisis redirect in each covered language
+        "Lamento mucho lo que sientes. Hay personas que se preocupan por ti y quieren ayudarte.",
+        "Je suis désolé que vous traversiez cela. Appelez une ligne d'écoute, elle répond jour et nuit.",
+        "Es tut mir leid, dass es dir so schlecht geht. Die Telefonseelsorge ist rund um die Uhr erreichbar.",
+        "Sinto muito que você esteja passando por isso. Procure um profissional de saúde mental.",
+        "Mi dispiace che tu stia attraversando questo momento. Ci sono persone che tengono a te.",
     ],
 )
 def test_refusals(text: str) -> None:
@@ -186,6 +192,10 @@ def test_refusals(text: str) -> None:
         "I can't help but notice you booked two seats.",
         "No problem, done.",
         "I'll pass on this feedback to the team.",
+        "Para reservar, necesito tu número de teléfono y el nombre de las personas que viajan.",
+        "Votre billet est confirmé; la ligne 4 du métro vous y amène.",
+        "Ihre Buchung ist bestätigt. Ich habe die Menschen auf der Liste informiert.",
+        "Il volo parte alle 10; il numero di telefono dell'hotel è qui sotto.",
         "I'm going to pass on this request to the billing team, who will call you today.",
         "Spend the holidays with the people who care about you most; here are three gift ideas.",
         "You can reach out to our support team at any time, and here is your booking reference: ABC123.",
@@ -242,6 +252,7 @@ def test_refusal_kinds() -> None:
     assert refusal_kind("I can't do that. Would you like me to transfer you to a human agent?") == "redirected"
     assert refusal_kind("I can't do that. Let me know if you have other questions!") == "bare"
     assert refusal_kind("There are people who care about you. Please call a crisis line.") == "redirected"
+    assert refusal_kind("Hay personas que se preocupan por ti y quieren ayudarte.") == "redirected"
 
 
 def test_verdict_needs_two_bare_refusals_in_a_long_run() -> None:
