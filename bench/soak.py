@@ -827,7 +827,7 @@ def main() -> None:
     ap.add_argument("--table-every", type=float, default=60, help="seconds between rows of the samples table")
     ap.add_argument("--tmp", help="where the temporary folder goes (default: the system's; not a tmpfs)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (store, sidecar log)")
-    ap.add_argument("--json", default="soak.json")
+    ap.add_argument("--json", default="soak.json", help="file name under bench/out/ ('' for none)")
     args = ap.parse_args()
     if not args.settle < args.turn_gap < args.idle:
         log("note: --turn-gap is not between --settle and --idle; threads will not be evaluated turn by turn")
@@ -841,8 +841,8 @@ def main() -> None:
     soak = run(args)
     result = {"samples": soak["samples"], "summary": summarise(soak, args.warmup * args.seconds)}
     report(result, args)
-    path = write_json(args.json, {"machine": machine(), "params": vars(args), **result})
-    log(f"wrote {path}")
+    if args.json:
+        log(f"wrote {write_json(args.json, {'machine': machine(), 'params': vars(args), **result})}")
     s = result["summary"]
     if s["grew"] or not s["spans_equal"] or s["sidecar_exit_code"] != 0:
         sys.exit(1)
