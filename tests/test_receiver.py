@@ -150,14 +150,16 @@ async def test_bearer_token_is_required_when_configured(store: SqlStore, spans: 
 
 
 class FailingStore:
-    def __init__(self, delay: float = 0.0) -> None:
-        self.delay = delay
-        self.writing = asyncio.Event()
+    """Fails every write; with `hold`, only once `release` is set."""
+
+    def __init__(self, hold: bool = False) -> None:
+        self.writing, self.release = asyncio.Event(), asyncio.Event()
+        if not hold:
+            self.release.set()
 
     async def ingest(self, batch: Any, now: float) -> Any:
         self.writing.set()
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        await self.release.wait()
         raise OSError("disk full")
 
 
@@ -170,14 +172,15 @@ async def test_store_failure_is_503_with_retry_after_never_200(spans: Any) -> No
 
 async def test_store_that_cannot_keep_up_gets_503_instead_of_queueing(spans: Any) -> None:
     settings = ReceiverSettings(max_concurrent_writes=1, write_timeout_seconds=0.05)
-    store = FailingStore(delay=0.5)
+    store = FailingStore(hold=True)
     rx = OtlpReceiver(store, settings)  # type: ignore[arg-type]
     body = trace_request(spans).SerializeToString()
     async with client(rx) as c:
         first = asyncio.create_task(c.post("/v1/traces", content=body, headers=PB))
         await store.writing.wait()  # the one transaction is busy with the first request
         second = await c.post("/v1/traces", content=body, headers=PB)
-        assert rx.counters.rejected == {"store_busy": 1}  # answered before the first write ends
+        assert rx.counters.rejected == {"store_busy": 1}  # answered while the first write still runs
+        store.release.set()
         first_response = await first
     assert (first_response.status_code, second.status_code) == (503, 503)
     assert rx.counters.rejected == {"store_busy": 1, "store_error": 1}
