@@ -177,7 +177,7 @@ async def test_a_group_the_store_refuses_is_written_batch_by_batch(store: SqlSto
     """Requests written together: when the data of one of them is refused, each is written alone, so
     only that request has a span rejected; the others are stored whole with their own counts."""
     held = Held(store)
-    writer = GroupWriter(held, 1, lambda: 1.0)  # type: ignore[arg-type]
+    writer = GroupWriter(held, 1, lambda: 1.0, together=True)  # type: ignore[arg-type]
     first = asyncio.create_task(writer.write(IngestBatch(spans=[span("f", "1")]), 5.0))
     await writing(held)
     batches = [
@@ -201,7 +201,7 @@ async def test_a_group_stores_what_writing_its_batches_in_turn_would(store: SqlS
     """A span sent twice keeps its last copy; a trace keeps the first conversation id it was given; the
     threads the group changed are counted once, with its first batch."""
     held = Held(store)
-    writer = GroupWriter(held, 1, lambda: 1.0)  # type: ignore[arg-type]
+    writer = GroupWriter(held, 1, lambda: 1.0, together=True)  # type: ignore[arg-type]
     first = asyncio.create_task(writer.write(IngestBatch(spans=[span("f", "1")]), 5.0))
     await writing(held)
     tid = span("t", "1").trace_id
@@ -230,7 +230,7 @@ async def test_a_batch_no_transaction_took_in_time_is_never_written(store: SqlSt
     """Timed out or cancelled while waiting: the caller answers 503 (or is gone) and the batch is not
     written later, so the exporter's retry is the only copy."""
     held = Held(store)
-    writer = GroupWriter(held, 1, lambda: 1.0)  # type: ignore[arg-type]
+    writer = GroupWriter(held, 1, lambda: 1.0, together=True)  # type: ignore[arg-type]
     first = asyncio.create_task(writer.write(IngestBatch(spans=[span("f", "1")]), 5.0))
     await writing(held)
     with pytest.raises(TimeoutError):
@@ -264,7 +264,7 @@ async def test_a_group_the_store_fails_to_write_fails_every_request_in_it_and_th
             raise OSError("connection reset")
         return await held.ingest(batch, now)
 
-    writer = GroupWriter(SimpleNamespace(ingest=flaky), 1, lambda: 1.0)  # type: ignore[arg-type]
+    writer = GroupWriter(SimpleNamespace(ingest=flaky), 1, lambda: 1.0, together=True)  # type: ignore[arg-type]
     first = asyncio.create_task(writer.write(IngestBatch(spans=[span("f", "1")]), 5.0))
     await writing(held)
     names = ["x", "y", "z"]
@@ -283,3 +283,17 @@ async def test_a_group_the_store_fails_to_write_fails_every_request_in_it_and_th
     assert later.stats.spans == 1
     keys = set(await store.thread_keys())
     assert "otlp:w" in keys and not {f"otlp:{n}" for n in names} & keys
+
+
+async def test_writers_side_by_side_take_one_batch_each(store: SqlStore) -> None:
+    """Without `together` (PostgreSQL), up to `writers` transactions run side by side, one batch each,
+    and a batch waits only while all of them are busy."""
+    held = Held(store)
+    writer = GroupWriter(held, 2, lambda: 1.0, together=False)  # type: ignore[arg-type]
+    first = asyncio.create_task(writer.write(IngestBatch(spans=[span("f", "1")]), 5.0))
+    await writing(held)  # one writer is held; the other writes what comes next, one at a time
+    rest = [asyncio.create_task(writer.write(IngestBatch(spans=[span(n, "1")]), 5.0)) for n in "abcd"]
+    assert [o.stats.spans for o in await asyncio.gather(*rest)] == [1, 1, 1, 1]
+    assert held.sizes == [1, 1, 1, 1, 1]
+    held.release.set()
+    assert (await first).stats.spans == 1

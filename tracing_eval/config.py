@@ -56,9 +56,9 @@ class ReceiverSettings(_Section):
     max_concurrent_writes: int = Field(
         4,
         gt=0,
-        description="Transactions writing received data at once on PostgreSQL (SQLite writes one at a time). "
-        "Requests that arrive while they are busy wait up to write_timeout_seconds and are written together, "
-        "in one transaction, by the next free one.",
+        description="Transactions writing received data at once on PostgreSQL, one request each; more wait up to "
+        "write_timeout_seconds. SQLite writes one transaction at a time, and the requests that waited for it "
+        "(up to write_timeout_seconds) go into the next one together.",
     )
     retry_after_seconds: int = Field(
         5, gt=0, description="Retry-After sent with 503 (the store cannot keep up) and 429 (the sinks are behind)."

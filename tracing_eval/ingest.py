@@ -131,15 +131,17 @@ class _Waiting:
 
 
 class GroupWriter:
-    """Group commit: at most `writers` transactions write at once, and each takes every batch waiting
-    when it starts (up to `GROUP_ITEMS` spans and events) and writes them as one batch: one commit and
-    one fsync for all of them. A caller gets its result once that transaction committed, as if it
-    had written alone. When the store refuses a group for its data, each batch of it is written alone
-    with `store_isolating`, so only the request at fault has spans rejected."""
+    """Writes the batches of concurrent requests, at most `writers` transactions at once. With
+    `together` (group commit), a transaction takes every batch waiting when it starts (up to
+    `GROUP_ITEMS` spans and events) and writes them as one batch: one commit and one fsync for all
+    of them; else each transaction writes one batch. A caller gets its result once its transaction
+    committed, as if it had written alone. When the store refuses a group for its data, each batch of
+    it is written alone with `store_isolating`, so only the request at fault has spans rejected."""
 
-    def __init__(self, store: SourceStore, writers: int, clock: Callable[[], float]) -> None:
+    def __init__(self, store: SourceStore, writers: int, clock: Callable[[], float], *, together: bool) -> None:
         self.store = store
         self.writers = writers
+        self.together = together
         self.clock = clock
         self._busy = 0
         self._waiting: deque[_Waiting] = deque()
@@ -180,10 +182,11 @@ class GroupWriter:
                 _settle(item.done, ConnectionError("the store writer stopped"))
 
     def _take(self) -> list[_Waiting]:
-        """The next group: the oldest waiting batch and those after it that fit in `GROUP_ITEMS`."""
+        """The next group: the oldest waiting batch and, `together`, those after it that fit in
+        `GROUP_ITEMS`."""
         group = [self._waiting.popleft()]
         size = len(group[0].batch.spans) + len(group[0].batch.events)
-        while self._waiting and _joins(self._waiting[0].batch, group[0].batch):
+        while self.together and self._waiting and _joins(self._waiting[0].batch, group[0].batch):
             more = len(self._waiting[0].batch.spans) + len(self._waiting[0].batch.events)
             if size + more > GROUP_ITEMS:
                 break
