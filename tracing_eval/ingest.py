@@ -4,7 +4,8 @@
 when the store refuses it for its data (`IngestRefused`: a value it cannot hold), the batch is split
 until the spans and events at fault are found, and everything else is stored. A transient failure
 (the store is down or busy) is raised as it is, for the caller to answer "retry later".
-`GroupWriter` writes the batches of requests that wait for the store together, in one transaction.
+`GroupWriter` writes the batches of concurrent requests: side by side, or (group commit) those that
+wait for the store together, in one transaction.
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ def script_of(text: str, *, min_letters: int = 12, share: float = 0.6) -> str | 
 #: (the ranges of a character class, for patterns to embed).
 SPACELESS = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _RUN = re.compile(rf"[{SPACELESS}]+|[^\W_{SPACELESS}]+")
-_SPACELESS_RUN = re.compile(rf"[{SPACELESS}]")
+#: one character of those scripts (`match` tests the first character, `search` any)
+SPACELESS_CHAR = re.compile(rf"[{SPACELESS}]")
 _WORD = re.compile(r"[^\W_]+")
 _ASCII_WORD = re.compile(r"[a-z0-9]+")  # the same on lower-cased ASCII text, and faster
 _APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
@@ -115,11 +116,11 @@ def word_units(text: str) -> list[str]:
         folded = _APOSTROPHE.sub("", folded)
     if folded.isascii():
         return _ASCII_WORD.findall(folded)
-    if not _SPACELESS_RUN.search(folded):
+    if not SPACELESS_CHAR.search(folded):
         return _WORD.findall(folded)
     out: list[str] = []
     for run in _RUN.findall(folded):
-        if _SPACELESS_RUN.match(run):
+        if SPACELESS_CHAR.match(run):
             out.extend(run[k : k + 2] for k in range(max(1, len(run) - 1)))
         else:
             out.append(run)
@@ -157,7 +158,7 @@ def sentence_words(text: str) -> list[list[str]]:
                 if words:
                     out.append(words)
                     words = []
-            elif first >= "\u0e00" and _SPACELESS_RUN.match(first):
+            elif first >= "\u0e00" and SPACELESS_CHAR.match(first):
                 words.extend(piece[k : k + 2] for k in range(max(1, len(piece) - 1)))
             else:
                 words.append(piece)

@@ -27,7 +27,7 @@ from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.views import located
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Scope, Thread, ToolCall, Turn
-from tracing_eval.text import SPACELESS, Folded
+from tracing_eval.text import SPACELESS, SPACELESS_CHAR, Folded
 
 DEFAULT_THRESHOLD = 0.7
 LOOP_HALF = 3
@@ -129,12 +129,11 @@ def _fold(text: str) -> str:
 
 def _token_char(c: str) -> bool:
     """A character of a token: a letter or digit (`\\w`) of a script written with spaces, `_`, `-`."""
-    return c in _TOKEN_CHARS or (c >= "\x80" and c.isalnum() and not _SPACELESS_CHAR.match(c))
+    return c in _TOKEN_CHARS or (c >= "\x80" and c.isalnum() and not SPACELESS_CHAR.match(c))
 
 
 #: the ASCII characters of tokens: a value next to one of them is part of a longer token
 _TOKEN_CHARS = frozenset(string.ascii_lowercase + string.ascii_uppercase + string.digits + "_-")
-_SPACELESS_CHAR = re.compile(f"[{SPACELESS}]")
 #: what `Mentions` indexes in case-folded text: the tokens, and each character of a spaceless script
 _PARTS = re.compile(rf"(?:[^\W{SPACELESS}]|-)+|[{SPACELESS}]")
 _ASCII_PARTS = re.compile(r"[a-z0-9_-]+")  # the same on lower-cased ASCII text, and faster
