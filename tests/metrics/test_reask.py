@@ -25,7 +25,7 @@ def turn_results(thread: Thread) -> dict[int, MetricResult]:
     return {r.turn_index: r for r in Reask().evaluate(thread) if r.scope == Scope.TURN}
 
 
-REASK = chat(
+REASK_TEXTS = (
     "Hi, my order 8841-22 hasn't arrived yet.",
     "Sorry to hear that. Could you provide your order number?",
     "It's 8841-22.",
@@ -33,6 +33,7 @@ REASK = chat(
     "When will it arrive?",
     "Let me check. What is your order number?",
 )
+REASK = chat(*REASK_TEXTS)
 
 
 def test_reask_fails_at_turns_zero_and_two() -> None:
@@ -215,6 +216,25 @@ def test_thread_without_asks_passes() -> None:
     assert (result.label, result.score) == ("none", 1.0)
     assert result.reason == "the assistant never asked for a value"
     assert result.evidence["reask_rate"] == 0.0
+
+
+def test_messages_after_the_last_ask_are_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger only matters at an ask: the walk stops at the last one, with the same results."""
+    from tracing_eval.metrics.deterministic import reask
+
+    read: list[str] = []
+    reading = reask.user_reading.__wrapped__
+    reask.user_reading.cache_clear()
+    monkeypatch.setattr(reask, "user_reading", lambda text, elsewhere: read.append(text) or reading(text, elsewhere))
+    later = ("My email is jo@example.com by the way.", "Thanks, noted. Your parcel is on its way.")
+    thread = chat(*REASK_TEXTS, *later)
+    result = thread_result(thread)
+    assert result.evidence["reasked_messages"] == [1, 5]  # as without the later messages
+    assert later[0] not in read and read == [REASK_TEXTS[0], REASK_TEXTS[2], REASK_TEXTS[4]]
+
+    read.clear()
+    assert find_asks(chat("Hello, my order is 8841-22.", "Hi! Happy to help with that.", "Thanks")) == []
+    assert read == []  # no ask: nothing to keep a ledger for
 
 
 @pytest.mark.parametrize(

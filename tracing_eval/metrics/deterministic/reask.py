@@ -98,6 +98,11 @@ def sentence_asks(text: str, elsewhere: bool) -> tuple[tuple[str, tuple[str, ...
     return tuple((sentence, tuple(named)) for sentence, named in found if named)
 
 
+def _asks_in(item: Located, elsewhere: bool) -> bool:
+    """Whether an item is an assistant reply with a sentence that asks for a slot."""
+    return item.role == "assistant" and bool(item.text.strip()) and bool(sentence_asks(item.text, elsewhere))
+
+
 def _fill(ledger: dict[str, Given], msg: Located, given: tuple[tuple[str, str], ...], asked_before: list[str]) -> None:
     """Record the values a user message gives; a bare value answers a single direct ask."""
     for slot, value in given:
@@ -186,7 +191,9 @@ def find_asks(thread: Thread, *, elsewhere: bool | None = None) -> list[Ask]:
     corrected_turns: set[int] = set()
     if elsewhere is None:  # the other languages' patterns cost time: use them only where they may be needed
         elsewhere = any(item.role in ("user", "assistant") and maybe_elsewhere(item.text) for item in items)
-    for k, item in enumerate(items):
+    # the ledger matters only at an ask: what comes after the last one cannot change any result
+    last = max((k for k, item in enumerate(items) if _asks_in(item, elsewhere)), default=-1)
+    for k, item in enumerate(items[: last + 1]):
         if item.role == "user" and item.text.strip():
             given, retracts, corrects = user_reading(item.text, elsewhere)
             if retracts:
