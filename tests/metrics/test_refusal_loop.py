@@ -33,7 +33,7 @@ def run(*replies: str, users: list[str] | None = None):
 
 def test_weights_and_version() -> None:
     assert WEIGHTS == {"none": 1.0, "partial": 0.7, "fully": 0.0}
-    assert RefusalLoop.version == "3"
+    assert RefusalLoop.version == "4"
 
 
 def test_bare_refusal_loop_is_fully() -> None:
@@ -157,6 +157,12 @@ def test_unread_replies_are_listed_not_counted_as_compliance() -> None:
         "I'm unable to determine who owns that phone number.",
         "I'm going to pass on this one.",
         "I'm afraid that's not possible.",
+        "I'll have to pass.",
+        "I'm going to have to say no to this one.",
+        "Helping with that would be unethical, so I won't.",
+        "I'm programmed not to help with that.",
+        "Im sorry but I cant do that.",  # contractions typed without the apostrophe
+        "I wont be able to share that.",
         # one refusal per covered language
         "Lo siento, pero no puedo ayudarte con eso.",
         "No me es posible procesar el reembolso de un billete básico.",
@@ -197,6 +203,11 @@ def test_refusals(text: str) -> None:
         "Ihre Buchung ist bestätigt. Ich habe die Menschen auf der Liste informiert.",
         "Il volo parte alle 10; il numero di telefono dell'hotel è qui sotto.",
         "I'm going to pass on this request to the billing team, who will call you today.",
+        "I'd say no: the blue plan is better value for two people.",
+        "Is it safe without a helmet? I'd have to say no, not on that trail.",
+        "I have to say, no other airline flies there direct.",
+        "Your card was declined, so I can't finish the booking until you add another card: here is the link.",
+        "The seat map is full, so I can't pick a window seat for you; aisle 14C is free.",
         "Spend the holidays with the people who care about you most; here are three gift ideas.",
         "You can reach out to our support team at any time, and here is your booking reference: ABC123.",
         "No puedo cancelar la reserva hasta que usted lo confirme.",

@@ -79,8 +79,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
     "en": (
         # I can't / won't / am unable to / am not able|allowed|going to / must decline ... <verb>
         r"\bi(?:'m|\s+am)?(?:\s+(?:afraid|sorry)(?:\s+that)?,?\s+i(?:'m|\s+am)?)?\s+"
-        r"(?:can ?not|can't|won't|will not|shall not|must not|(?:not |un)able to|not going to"
-        r"|not (?:allowed|permitted|authori[sz]ed) to|do not|don't|won't be able to|will not be able to"
+        r"(?:can ?not|can'?t|won'?t|will not|shall not|must not|(?:not |un)able to|not going to"
+        r"|not (?:allowed|permitted|authori[sz]ed) to|do not|don'?t|won'?t be able to|will not be able to"
         r"|(?:can ?not|can't) and (?:will not|won't))"
         r"(?:\s+(?:really|actually|currently|personally|directly|simply|just|legally|ethically|responsibly"
         r"|possibly|in good conscience|be able to|help you|assist you|further|fully|therefore|unfortunately"
@@ -132,9 +132,17 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\bi\s+(?:can|am able to)\s+only\s+(?:help|assist|answer|discuss|provide)\b"
         r"|\bi\s+only\s+(?:help|assist)\s+with\b",
         r"\bi\s+(?:do not|don't)\s+have\s+access\s+to\b",
-        # "I'll pass on this one." (not "I'll pass on this request to the team")
-        r"\bi(?:'m\s+going\s+to|\s+am\s+going\s+to|'ll|\s+will)\s+(?:have\s+to\s+)?pass\s+on\s+(?:this|that)"
-        r"(?:\s+one|\s+request|\s+question)?\s*(?:[.!;]|$)",
+        # "I'll pass on this one.", "I'll have to pass." (not "I'll pass on this request to the team")
+        r"\bi(?:'m\s+going\s+to|\s+am\s+going\s+to|'ll|\s+will|\s+must)\s+(?:have\s+to\s+)?pass"
+        r"(?:\s+on\s+(?:this|that)(?:\s+one|\s+request|\s+question)?)?\s*(?:[.!;]|$)",
+        # "I'll have to say no (to this one).", "Helping with that would be unethical, so I won't."
+        r"\bi(?:'m\s+going\s+to|\s+am\s+going\s+to|'ll|\s+will|'d|\s+would)?\s+(?:have\s+to|must|need\s+to)"
+        r"\s+say\s+no(?:\s+to\s+(?:this|that)(?:\s+one|\s+request)?)?\s*(?:[.!;]|$)"
+        r"|\b(?:so|therefore|which\s+is\s+why)\s+i\s+(?:won'?t|will\s+not|can'?t|can\s?not|shouldn'?t|should\s+not"
+        r"|must\s+not)(?:\s+(?:help|assist|do\s+(?:it|that|this)))?\s*(?:[.!;]|$)",
+        # "I'm programmed not to help with that."
+        r"\bi(?:'m|\s+am|\s+was|'ve\s+been|\s+have\s+been)\s+(?:\w+\s+)?(?:programmed|designed|instructed|built"
+        r"|trained)\s+not\s+to\b",
         # a crisis redirect: the request is answered with where to find help instead
         r"\bthere\s+are\s+(?:\w+\s+)?people\s+(?:\w+\s+)?who\s+(?:care\s+(?:about|for)|love|want\s+to\s+help)\s+you\b"
         r"|\byou\s+(?:do not|don't)\s+have\s+to\s+(?:face|go through|deal with|handle)\s+(?:this|it|that)\s+alone\b"
@@ -323,7 +331,7 @@ REFUSAL_TRIGGERS: frozenset[str] = frozenset(
     """
     not cannot unable unwilling never decline refuse refrain sorry afraid against inappropriate unethical
     stereotype condemn discourage urge advise scope capabilities remit area only rather prefer clarify point
-    care love alone suicide crisis reach pass
+    care love alone suicide crisis reach pass cant wont dont
     personas línea linea profesional personnes ligne professionnel seul menschen telefonseelsorge seelsorge
     krisentelefon krisenhotline krisendienst allein pessoas linha profissional sozinho sozinha valorização
     persone telefono professionista solo sola
