@@ -81,6 +81,9 @@ def test_saying_no_to_a_detail_and_replacing_it_is_a_correction(reply: str, text
         "That\u2019s not right, I asked for Tuesday.",
         "That won't work for me. I am planning to make the trip later today.",
         "No, that's not good, I want a compact car.",
+        "You got the date wrong.",
+        "Nope, wrong restaurant.",
+        "What? That makes no sense.",
     ],
 )
 def test_disputing_the_reply_is_a_correction(text: str) -> None:
@@ -95,6 +98,7 @@ def test_disputing_the_reply_is_a_correction(text: str) -> None:
         ("Is there anything else I can help with?", "No, that's all. Thank you!"),
         ("Do you have a price range in mind?", "No preference, I just need free parking."),
         ("Shall I reserve it for 7 pm?", "No thanks, I'll call them myself."),
+        ("Should I add the visit to your calendar?", "No, forget it."),
     ],
 )
 def test_declines_closings_and_answers_are_not_corrections(reply: str, text: str) -> None:
@@ -109,6 +113,8 @@ def test_declines_closings_and_answers_are_not_corrections(reply: str, text: str
         "NO! I said 16:45.",
         "It's for my mother, as I mentioned.",
         "As I explained, the refund never arrived.",
+        "You already asked me that.",
+        "But you just said the hotel has parking!",
     ],
 )
 def test_reminders(text: str) -> None:
@@ -151,6 +157,25 @@ def test_annoyance_at_the_assistant_is_frustration_but_not_at_the_world() -> Non
     assert flags_of("I'm sorry, I don't understand what you mean. I need a hotel.") == ["frustration"]
     assert flags_of("Did you fail the exam?") == []
     assert flags_of("It won't work without a charger, will it?") == []
+    for text in (
+        "That doesn't help me at all.",
+        "Seriously? Again?",
+        "Why do you keep asking me the same thing?",
+        "You're repeating yourself.",
+        "Stop repeating yourself.",
+        "It's still not working.",
+        "Can you please actually answer my question?",
+        "You didn't answer my question.",
+    ):
+        assert flags_of(text) == ["frustration"], text
+    for text in (
+        "It doesn't help that the train is late, so I need a later table.",
+        "Does that make sense for a family of four?",
+        "Seriously, thanks a lot for sorting this out.",
+        "I keep forgetting my password, can you send the reset link?",
+        "Is the pool still not working at the hotel?",
+    ):
+        assert flags_of(text) == [], text
 
 
 def test_asking_for_a_human_counts_only_when_no_transfer_was_offered() -> None:
@@ -257,6 +282,10 @@ def test_no_user_messages_is_not_applicable() -> None:
         "Put me through to a supervisor",
         "for the second time, it's 4411",
         "as I wrote before",
+        "seriously?",
+        "stop repeating yourself",
+        "you didn't answer my question",
+        "that makes no sense",
     ],
 )
 def test_the_cue_word_shortcut_never_hides_a_cue(text: str) -> None:

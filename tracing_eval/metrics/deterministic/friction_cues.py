@@ -19,8 +19,11 @@ DISPUTE = Folded(
     r"|\bnot what i (?:asked|said|wanted|meant|requested|need(?:ed)?|ordered|booked|chose)\b"
     r"|\b(?:that'?s|it'?s|this is|that is|it is|you(?:'re| are)|you(?:'ve)? got (?:it|that|this))\s+(?:\w+\s+)?"
     r"(?:wrong|incorrect|mistaken)\b"
-    r"|^\W*(?:no\W+)?(?:wrong|incorrect)\b"
+    r"|^\W*(?:(?:no|nope|nah)\W+)?(?:wrong|incorrect)\b"
     r"|\byou (?:misunderstood|misheard|misread|mixed (?:it|that|them|things) up|got (?:it|that|this) wrong)\b"
+    r"|\byou(?:'ve)?\s+got\s+(?:the|my|our|his|her|their)\s+(?:\w+\s+){0,2}?wrong\b"
+    r"|^\W*(?:\w+\W+)?(?:that|this|it)\s+(?:makes\s+no|doesn'?t\s+make(?:\s+any)?|does\s+not\s+make(?:\s+any)?)"
+    r"\s+sense\s*(?:[.!?]|$)"
     r"|\b(?:there must (?:be|have been)|there(?:'s| is|'s been| has been| was| seems to be)) (?:a |an |some )?(?:\w+ )?"
     r"(?:mistake|error|misunderstanding|mix-?up|confusion)\b"
     r"|\bi (?:never|did ?n'?t|did not) (?:say|said|ask|asked|want|wanted|request|requested|choose|book)\b"
@@ -32,6 +35,7 @@ DISPUTE = Folded(
 #: the user restates something the assistant should already know
 REMINDER = Folded(
     r"\bi (?:already|just) (?:told|said|gave|sent|provided|explained|answered|mentioned|asked|did)\b"
+    r"|\byou (?:already|just) (?:asked|said|told)\b"
     r"|\b(?:as|like) i (?:already |just )?(?:said|told you|mentioned|asked|explained|wrote)\b"
     r"|\bi (?:said|asked for|told you)\b"
     r"|\bi(?:'ve| have| had)?\s+(?:to\s+)?(?:tell|say|repeat|explain|give|type|send|ask)\w*(?:\s+\w+){0,4}\s+again\b"
@@ -68,6 +72,13 @@ ANNOYANCE = Folded(
     r"|\bwhy (?:can'?t|don'?t|won'?t) you (?:\w+ )?(?:understand|listen|help|just)\b"
     r"|\byou(?:'ve| have)?\s+(?:just\s+|completely\s+)?failed\s+(?:me|again|to)\b|\b(?:again|nope),?\s+you\s+fail\b"
     r"|\bi (?:don'?t|do not) understand what you mean\b"
+    r"|\b(?:that|this|it)\s+(?:doesn'?t|does not|didn'?t|did not)\s+help(?:\s+(?:me|us|at all|much))*\s*(?:[.!?]|$)"
+    r"|^\W*(?:\w+\W+)?seriously\s*\?"
+    r"|\bwhy (?:do|are) you (?:still |always )?keep\w*\b|\byou keep (?:asking|saying|repeating|telling|giving|getting)\b"
+    r"|\bstop (?:repeating|saying|asking)\b|\brepeating yourself\b"
+    r"|^\W*(?:\w+\W+)?(?:this|it)(?:'s|\s+is)?\s+(?:still\s+)?(?:isn'?t|not)\s+working\b"
+    r"|\b(?:actually|just)\s+answer\s+(?:my|the)\s+question\b|\byou(?:'re|\s+are)\s+not\s+answering\b"
+    r"|\byou\s+(?:didn'?t|did not|haven'?t|have not)\s+answer(?:ed)?\s+(?:my|the)\s+question\b"
     r"|\bwhat(?:'s| is) wrong with you\b|\bi give up\b|\bi(?:'m| am) (?:getting|becoming) (?:\w+ )?"
     r"(?:frustrated|annoyed|irritated|angry|upset|tired of this)\b",
 )
@@ -128,6 +139,7 @@ CONFIRMATION = Folded(
 DISPUTE_NEEDS = (
     "not", "n't", "isn", "wasn", "aren", "wrong", "incorrect", "mistaken", "misunderstood", "misheard", "misread",
     "mixed", "mistake", "error", "misunderstanding", "mix", "confusion", "never", "did", "sure", "can", "believe",
+    "sense",
 )  # fmt: skip
 REMINDER_NEEDS = ("already", "just", "said", "told", "mentioned", "asked", "explained", "wrote", "again", "time")
 RETRY_NEEDS = ("again", "check", "try", "keep")
@@ -135,6 +147,7 @@ ANNOYANCE_NEEDS = (
     "useless", "pathetic", "incompetent", "hopeless", "stupid", "dumb", "frustrat", "annoy", "ridiculous", "absurd",
     "unacceptable", "help", "joke", "waste", "kidding", "joking", "serious", "listen", "read", "understand",
     "making sense", "get it", "just", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
+    "serious", "keep", "repeat", "stop", "working", "answer",
 )  # fmt: skip
 HUMAN_NEEDS = ("human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone")
 

@@ -59,6 +59,7 @@ CUE_WORDS = frozenset(
     unhelpful helpful helping joke waste kidding joking serious listening reading understanding sense understand
     get listen read help give frustrated annoyed irritated angry upset tired fail failed
     human person agent representative rep manager supervisor operator someone
+    seriously stop repeating answer answering answered
     """.split()
 )
 #: confirmations repeat by nature ("yes, please proceed"); they are not the user repeating a request
@@ -149,7 +150,7 @@ class UserFriction(MetricBase):
     """Per user turn friction flags and the thread's friction rate."""
 
     name = "user_friction"
-    version = "2"
+    version = "3"
     tier = "deterministic"
     scopes = ("turn", "thread")
     needs_answer = False
