@@ -117,6 +117,7 @@ def test_bare_value_answering_an_ask_fills_the_slot() -> None:
             "1Z999AA10123456784",
         ),
         ("name", "Hi, my name is Jane Doe.", "May I have your full name?", "Jane Doe"),
+        ("order_number", "My order number is 448812.", "Can I get your order number?", "448812"),
     ],
 )
 def test_each_slot_type_is_tracked(slot: str, given: str, ask: str, value: str) -> None:
@@ -208,6 +209,8 @@ def test_later_values_override_earlier_ones() -> None:
 
 def test_offers_are_not_asks() -> None:
     thread = chat("My email is jane@example.com.", "Would you like me to send the receipt to your email?")
+    assert find_asks(thread) == []
+    thread = chat("My email is jane@example.com.", "Can I get you a copy of the invoice by email?")
     assert find_asks(thread) == []
 
 

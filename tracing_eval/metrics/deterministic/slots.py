@@ -272,7 +272,7 @@ REQUEST = Folded(
     r"|\b(?:could|can|would|will)\s+you\s+(?:please\s+)?(?:provide|share|confirm|give|tell|send|specify|enter|type"
     r"|let me know|double[- ]check|check|verify|re-?enter|re-?type)"
     r"|\bwhat(?:'s|\s+is|\s+was|\s+are)\s+(?:your|the)\b"
-    r"|\bmay i (?:have|get|ask)\b"
+    r"|\bmay i (?:have|get|ask)\b|\b(?:can|could) i (?:please\s+)?(?:have|get)\s+(?:your|the)\b"
     r"|^\W*(?:and\s+|also\s+|so\s+|y\s+)?(?:what|which|cu[aá]l|qu[ée]|quel(?:le)?|welche[rs]?|qual|quale)\b[^?]*\?\s*$"
     r"|\blet me know\s+(?:your|the)\b"
     # es
