@@ -13,7 +13,14 @@ from tracing_eval.metrics.deterministic import (
     thread_stats,
     tool_errors,
 )
-from tracing_eval.text import Folded, alternatives, factor_boundaries, script_of, split_sentences
+from tracing_eval.text import (
+    Folded,
+    alternatives,
+    factor_boundaries,
+    looks_like_tool_error,
+    script_of,
+    split_sentences,
+)
 
 FOLDED = [
     value
@@ -121,3 +128,43 @@ def test_script_of_counts_ascii_letters() -> None:
 def test_split_sentences_splits_where_the_look_behind_pattern_does(text: str) -> None:
     want = [s.strip() for s in re.split(r"(?<=[.?!])\s+|\n+", text) if s and s.strip()]
     assert split_sentences(text) == want
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        "Error: order not found",
+        {"error": "not found"},
+        '{"success": false, "message": "Card declined"}',
+        {"ok": False, "reason": "quota"},
+        '{"status": "FAILED"}',
+        {"status_code": 503, "detail": "busy"},
+        '{"statusCode": 404}',
+        '{"errorMessage": "Invalid token"}',  # AWS Lambda
+        {"isError": True, "content": [{"type": "text", "text": "boom"}]},  # an MCP tool result
+        "HTTP 500 Internal Server Error",
+        "Request failed with status code 429",
+        "Tool execution failed: connection refused",
+        "Permission denied",
+    ],
+)
+def test_a_tool_result_that_reads_as_a_failure(result: object) -> None:
+    assert looks_like_tool_error(result)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        '{"status": "shipped", "note": "on its way"}',
+        {"status": 200, "data": []},
+        {"success": True},
+        {"result": None, "error": None},
+        {"isError": False, "content": []},
+        {"errors": []},
+        {"status": True},
+        "10 passed, 0 failed",
+        "Found 3 flights.",
+    ],
+)
+def test_a_tool_result_that_does_not_read_as_a_failure(result: object) -> None:
+    assert not looks_like_tool_error(result)

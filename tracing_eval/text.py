@@ -10,15 +10,30 @@ from collections.abc import Iterator
 import orjson
 
 _ERROR_PREFIX = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.I)
-_ERROR_WORDS = re.compile(r"\b(not found|does not exist|invalid|unauthori[sz]ed|forbidden|timed? ?out)\b", re.I)
+_ERROR_WORDS = re.compile(
+    r"\b(not found|does not exist|invalid|unauthori[sz]ed|forbidden|timed? ?out|permission denied|connection refused"
+    r"|internal server error|service unavailable|(?:status(?: code)?|http)\s*[45]\d\d"
+    r"|(?:request|call|execution|operation|tool|command|connection) failed)\b",
+    re.I,
+)
+#: keys of a JSON tool result that carry its error (`errorMessage`: AWS Lambda; `isError`: MCP)
+_ERROR_KEYS = ("error", "errors", "errorMessage", "error_message", "exception", "isError", "is_error")
+_FAILED_STATUS = frozenset({"error", "failed", "failure", "fail"})
 
 
 def looks_like_tool_error(result: object) -> bool:
-    """True when a tool result reads as a failure: `Error: ...`, or JSON with an `error` key."""
+    """True when a tool result reads as a failure: `Error: ...`, a short message such as "HTTP 500
+    Internal Server Error", or JSON with an error (`error`, `errorMessage`, MCP's `isError`), `success`
+    or `ok` false, or a failed status (`"status": "failed"`, an HTTP status of 400 or more)."""
     if result is None:
         return False
     if isinstance(result, dict):
-        return bool(result.get("error") or result.get("errors")) or result.get("status") in ("error", "failed")
+        if any(result.get(key) for key in _ERROR_KEYS) or result.get("success") is False or result.get("ok") is False:
+            return True
+        status = next((result[key] for key in ("status", "status_code", "statusCode") if key in result), None)
+        if isinstance(status, str):
+            return status.strip().lower() in _FAILED_STATUS
+        return isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600
     text = str(result).strip()
     if not text:
         return False

@@ -63,6 +63,21 @@ def test_successful_calls_are_none() -> None:
     assert thread.evidence["failed_calls"] == []
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"isError": true, "content": [{"type": "text", "text": "order service unreachable"}]}',
+        '{"success": false, "message": "order service unreachable"}',
+        "HTTP 503 Service Unavailable",
+    ],
+)
+def test_a_failure_in_the_shape_of_an_mcp_or_http_result_is_a_failed_call(content: str) -> None:
+    turns, thread = evaluate(
+        user("where is my order 8841-22?"), calls(LOOKUP), result("c1", content), say("Let me look into that.")
+    )
+    assert thread.passed is False and thread.evidence["failed_calls"], thread.evidence
+
+
 def test_error_recovered_in_the_same_turn_is_low() -> None:
     _, thread = evaluate(
         user("where is my order 8841-22?"),
