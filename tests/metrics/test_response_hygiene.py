@@ -48,6 +48,9 @@ def test_clean_reply() -> None:
         ("None", None, "placeholder"),
         ("undefined", None, "placeholder"),
         ("Your total is ${total}.", None, "placeholder"),
+        ("Dear {first_name}, your order has shipped.", None, "placeholder"),
+        ("Your order {order_id} has been cancelled.", None, "placeholder"),
+        ("Hi {user.name}!", None, "placeholder"),
         ("Here is the snippet:\n```\nprint(1)\n```\nHello {{ user.name }}, anything else?", None, "placeholder"),
         ("See the list at https://example.com/ and,", None, "truncated"),
     ],
@@ -73,6 +76,9 @@ def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> No
         "Put the file in /etc/tracing-eval/",
         "In Jinja you write:\n```jinja\nHello {{ user.name }}!\n```\nThe braces are filled in at render time.",
         "Use `{{ user.name }}` in the template and `${HOME}` in the shell.",
+        "The probability is $\\frac{1}{2}$, and x_{i} grows like e^{x}.",
+        "The set {a, b} has two elements, and the call returns {} when empty.",
+        "Use `{name}` in a format string.",
     ],
 )
 def test_plausible_replies_pass(reply: str) -> None:

@@ -31,6 +31,8 @@ SCRIPT_SHARE = 0.6
 
 PLACEHOLDER = re.compile(
     r"\{\{.{0,200}?\}\}|\{\{|\}\}|\$\{[A-Za-z_][\w.]*\}|\{%.{0,200}?%\}|\[object Object\]"
+    # a format-string field left in prose: "Dear {first_name}," (not LaTeX: \\frac{a}{b}, x_{i}, e^{x})
+    r"|(?<![\w\\^}$])\{[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\}(?!\})"
     r"|<INSERT\b|\[(?:INSERT|PLACEHOLDER|TODO|TBD)\b"
     r"|\[(?:YOUR|CUSTOMER|USER|COMPANY|PRODUCT)[ _](?:NAME|EMAIL|PHONE|ADDRESS|COMPANY)\]"
     r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b",
@@ -131,7 +133,7 @@ class ResponseHygiene(MetricBase):
     """Binary per-turn hygiene of the reply; the thread score is the share of clean turns."""
 
     name = "response_hygiene"
-    version = "2"
+    version = "3"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
