@@ -171,6 +171,13 @@ def test_unread_replies_are_listed_not_counted_as_compliance() -> None:
         "Das kann ich nicht tun.",
         "Desculpe, mas não posso ajudar com isso.",
         "Mi dispiace, ma non posso aiutarti con questo.",
+        # short ones, told from English by a word or two of their language
+        "Lo siento, pero no es algo con lo que pueda ayudar.",
+        "Prefiero no responder a eso.",
+        "Ce n'est pas quelque chose que je peux faire.",
+        "Non posso fornire queste informazioni.",
+        "Non sono autorizzato a condividere questi dati.",
+        "Não posso fornecer essas informações.",
         # a crisis redirect in each covered language
         "Lamento mucho lo que sientes. Hay personas que se preocupan por ti y quieren ayudarte.",
         "Je suis désolé que vous traversiez cela. Appelez une ligne d'écoute, elle répond jour et nuit.",

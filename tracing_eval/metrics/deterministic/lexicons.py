@@ -157,6 +157,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         rf"(?:{_ES_VERBS})\w*",
         r"\bno\s+es\s+(?:apropiado|[ée]tico|adecuado|legal|seguro|correcto|aceptable)\b",
         r"\b(?:debo|tengo que)\s+(?:rechazar|negarme|declinar)\b|\bme\s+niego\s+a\b",
+        r"\bno\s+es\s+algo\s+(?:con\s+lo\s+|en\s+lo\s+)?que\s+(?:pueda|puedo|podamos|podemos)\b"
+        rf"|\bprefiero\s+no\s+(?:\w+\s+)?(?:{_ES_VERBS})\w*",
         r"\bno\s+(?:puedo|podemos)\s+(?:hacer|ofrecer|procesar)\s+(?:eso|esto|nada)\b",
         r"\bva\s+en\s+contra\s+de\s+(?:mis|nuestras|las)\s+(?:pol[ií]ticas|normas|directrices|principios)\b",
         # a crisis redirect
@@ -172,6 +174,7 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\bimpossible\s+pour\s+moi\s+de\b",
         r"\b(?:il|ce)\s+n'est\s+pas\s+(?:approprié|éthique|légal|acceptable|correct|sûr|possible pour moi)\b",
         r"\bje\s+(?:dois|me vois contrainte? de)\s+(?:refuser|décliner)\b|\bje\s+refuse\s+de\b",
+        r"\bce\s+n'est\s+pas\s+quelque\s+chose\s+que\s+(?:je|nous)\s+(?:peux|puisse|pouvons|puissions)\b",
         r"\bcontraire\s+à\s+(?:mes|nos|la|notre)\s+(?:politique|règles|principes|directives)\b",
         # a crisis redirect
         r"\bil\s+y\s+a\s+des\s+personnes\s+qui\s+(?:tiennent\s+à\s+(?:vous|toi)|se\s+soucient\s+de\s+(?:vous|toi)"
@@ -349,10 +352,11 @@ REFUSAL_TRIGGERS: frozenset[str] = frozenset(
 ELSEWHERE_MARKERS: frozenset[str] = frozenset(
     """
     de su tu mi lo eso esto puedo podemos podría podria puede pedido número numero correo reserva usuario cuál
-    votre vous je ne peux pouvez commande numéro ce
-    ich ihre ihr kann nicht leider nummer
-    seu sua meu não posso pode
-    di suo sua mio non posso può ordine
+    este esta estos información datos prefiero
+    votre vous je ne peux pouvez commande numéro ce cette ces informations données
+    ich ihre ihr kann nicht leider nummer diese dieser diesen informationen daten
+    seu sua meu não posso pode essa esse essas esses informações dados
+    di suo sua mio non posso può ordine queste questi questa informazioni dati
     """.split()
 )
 
