@@ -178,6 +178,32 @@ def test_annoyance_at_the_assistant_is_frustration_but_not_at_the_world() -> Non
         assert flags_of(text) == [], text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Get me a human.",
+        "Transfer me to customer service.",
+        "Connect me with support.",
+        "Is there a human I can talk to?",
+    ],
+)
+def test_asking_for_a_person_in_other_words_is_escalation(text: str) -> None:
+    assert flags_of(text) == ["escalation"]
+
+
+@pytest.mark.parametrize(
+    ("text", "flag"),
+    [
+        ("Still not right.", "correction"),
+        ("You're still getting it wrong.", "correction"),
+        ("Again, it's for 4 people, not 2.", "reminder"),
+    ],
+)
+def test_more_corrections_and_reminders(text: str, flag: str) -> None:
+    assert flag in flags_of(text)
+    assert flags_of("Again, thanks for your help!") == []
+
+
 def test_asking_for_a_human_counts_only_when_no_transfer_was_offered() -> None:
     assert flags_of("Can I talk to a human?") == ["escalation"]
     offered = "I can't change that. Would you like me to transfer you to a human agent?"

@@ -22,6 +22,8 @@ DISPUTE = Folded(
     r"|^\W*(?:(?:no|nope|nah)\W+)?(?:wrong|incorrect)\b"
     r"|\byou (?:misunderstood|misheard|misread|mixed (?:it|that|them|things) up|got (?:it|that|this) wrong)\b"
     r"|\byou(?:'ve)?\s+got\s+(?:the|my|our|his|her|their)\s+(?:\w+\s+){0,2}?wrong\b"
+    r"|\byou(?:'re|\s+are)\s+(?:still\s+)?getting\s+(?:it|that|this|(?:the|my)\s+\w+)\s+wrong\b"
+    r"|\bstill\s+(?:not|isn'?t)\s+(?:right|correct|what i)\b"
     r"|^\W*(?:\w+\W+)?(?:that|this|it)\s+(?:makes\s+no|doesn'?t\s+make(?:\s+any)?|does\s+not\s+make(?:\s+any)?)"
     r"\s+sense\s*(?:[.!?]|$)"
     r"|\b(?:there must (?:be|have been)|there(?:'s| is|'s been| has been| was| seems to be)) (?:a |an |some )?(?:\w+ )?"
@@ -35,7 +37,7 @@ DISPUTE = Folded(
 #: the user restates something the assistant should already know
 REMINDER = Folded(
     r"\bi (?:already|just) (?:told|said|gave|sent|provided|explained|answered|mentioned|asked|did)\b"
-    r"|\byou (?:already|just) (?:asked|said|told)\b"
+    r"|\byou (?:already|just) (?:asked|said|told)\b|^\W*(?:once\s+)?again,\s+(?!thank|bye|good\s*bye)"
     r"|\b(?:as|like) i (?:already |just )?(?:said|told you|mentioned|asked|explained|wrote)\b"
     r"|\bi (?:said|asked for|told you)\b"
     r"|\bi(?:'ve| have| had)?\s+(?:to\s+)?(?:tell|say|repeat|explain|give|type|send|ask)\w*(?:\s+\w+){0,4}\s+again\b"
@@ -86,7 +88,11 @@ ANNOYANCE = Folded(
 HUMAN = Folded(
     r"\b(?:speak|talk|chat|connect|transfer|put|escalate)\w*\s+(?:me\s+)?(?:through\s+)?(?:to|with)\s+"
     r"(?:a|an|the|some|your)?\s*"
-    r"(?:real\s+|live\s+)?(?:human|person|agent|representative|rep|manager|supervisor|operator|someone)\b"
+    r"(?:real\s+|live\s+)?(?:human|person|agent|representative|rep|manager|supervisor|operator|someone"
+    r"|customer\s+(?:service|support|care)|support(?:\s+team)?)\b"
+    r"|\b(?:get|give|find)\s+me\s+(?:a|an|the|some)\s+(?:real\s+|live\s+)?(?:human|person|agent|representative"
+    r"|manager|supervisor|operator)\b"
+    r"|\bis\s+there\s+(?:a|an|any)\s+(?:real\s+|live\s+)?(?:human|person|agent|representative)\s+i\s+(?:can|could)\b"
     r"|^\s*(?:an?\s+)?(?:human|real person|live agent|agent|representative|supervisor|manager)(?:\s+please)?"
     r"\s*[!?.]*\s*$",
 )
@@ -149,7 +155,9 @@ ANNOYANCE_NEEDS = (
     "making sense", "get it", "just", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
     "serious", "keep", "repeat", "stop", "working", "answer",
 )  # fmt: skip
-HUMAN_NEEDS = ("human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone")
+HUMAN_NEEDS = (
+    "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "customer", "support",
+)  # fmt: skip
 
 
 def says_no_to_a_detail(text: str, reply: str) -> bool:
