@@ -152,7 +152,7 @@ RETRY_NEEDS = ("again", "check", "try", "keep")
 ANNOYANCE_NEEDS = (
     "useless", "pathetic", "incompetent", "hopeless", "stupid", "dumb", "frustrat", "annoy", "ridiculous", "absurd",
     "unacceptable", "help", "joke", "waste", "kidding", "joking", "serious", "listen", "read", "understand",
-    "making sense", "get it", "just", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
+    "making sense", "get it", "why", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
     "serious", "keep", "repeat", "stop", "working", "answer",
 )  # fmt: skip
 HUMAN_NEEDS = (
