@@ -88,8 +88,9 @@ ANNOYANCE = Folded(
 HUMAN = Folded(
     r"\b(?:speak|talk|chat|connect|transfer|put|escalate)\w*\s+(?:me\s+)?(?:through\s+)?(?:to|with)\s+"
     r"(?:a|an|the|some|your)?\s*"
-    r"(?:real\s+|live\s+)?(?:human|person|agent|representative|rep|manager|supervisor|operator|someone"
-    r"|customer\s+(?:service|support|care)|support(?:\s+team)?)\b"
+    r"(?:real\s+|live\s+)?(?:human|person|agent|representative|rep|manager|supervisor|operator|someone)\b"
+    r"|\b(?:transfer|connect)\w*\s+(?:me\s+)?(?:to|with)\s+(?:the\s+|your\s+)?"
+    r"(?:customer\s+(?:service|support|care)|support(?:\s+team)?)\b"
     r"|\b(?:get|give|find)\s+me\s+(?:a|an|the|some)\s+(?:real\s+|live\s+)?(?:human|person|agent|representative"
     r"|manager|supervisor|operator)\b"
     r"|\bis\s+there\s+(?:a|an|any)\s+(?:real\s+|live\s+)?(?:human|person|agent|representative)\s+i\s+(?:can|could)\b"
@@ -156,7 +157,7 @@ ANNOYANCE_NEEDS = (
     "serious", "keep", "repeat", "stop", "working", "answer",
 )  # fmt: skip
 HUMAN_NEEDS = (
-    "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "customer", "support",
+    "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect",
 )  # fmt: skip
 
 

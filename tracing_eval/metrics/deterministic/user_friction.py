@@ -59,7 +59,7 @@ CUE_WORDS = frozenset(
     unhelpful helpful helping joke waste kidding joking serious listening reading understanding sense understand
     get listen read help give frustrated annoyed irritated angry upset tired fail failed
     human person agent representative rep manager supervisor operator someone
-    seriously stop repeating answer answering answered customer support
+    seriously stop repeating answer answering answered transfer connect
     """.split()
 )
 #: confirmations repeat by nature ("yes, please proceed"); they are not the user repeating a request
