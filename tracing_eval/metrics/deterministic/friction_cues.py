@@ -154,7 +154,7 @@ ANNOYANCE_NEEDS = (
     "useless", "pathetic", "incompetent", "hopeless", "stupid", "dumb", "frustrat", "annoy", "ridiculous", "absurd",
     "unacceptable", "help", "joke", "waste", "kidding", "joking", "serious", "listen", "read", "understand",
     "making sense", "get it", "why", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
-    "serious", "keep", "repeat", "stop", "working", "answer",
+    "keep", "repeat", "stop", "working", "answer",
 )  # fmt: skip
 HUMAN_NEEDS = (
     "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect",
