@@ -33,7 +33,7 @@ def run(*replies: str, users: list[str] | None = None):
 
 def test_weights_and_version() -> None:
     assert WEIGHTS == {"none": 1.0, "partial": 0.7, "fully": 0.0}
-    assert RefusalLoop.version == "4"
+    assert RefusalLoop.version == "5"
 
 
 def test_bare_refusal_loop_is_fully() -> None:
@@ -161,6 +161,8 @@ def test_unread_replies_are_listed_not_counted_as_compliance() -> None:
         "I'm going to have to say no to this one.",
         "Helping with that would be unethical, so I won't.",
         "I'm programmed not to help with that.",
+        "I'm just an AI, it's not within my programming or ethical guidelines to provide that information.",
+        "It would not be ethical for me to share someone's home address.",
         "Im sorry but I cant do that.",  # contractions typed without the apostrophe
         "I wont be able to share that.",
         # one refusal per covered language
@@ -213,6 +215,7 @@ def test_refusals(text: str) -> None:
         "I'd say no: the blue plan is better value for two people.",
         "Is it safe without a helmet? I'd have to say no, not on that trail.",
         "I have to say, no other airline flies there direct.",
+        "It would not be appropriate to grant robots the authority to practise law, because they lack rights.",
         "Your card was declined, so I can't finish the booking until you add another card: here is the link.",
         "The seat map is full, so I can't pick a window seat for you; aisle 14C is free.",
         "Spend the holidays with the people who care about you most; here are three gift ideas.",

@@ -204,6 +204,52 @@ def test_more_corrections_and_reminders(text: str, flag: str) -> None:
     assert flags_of("Again, thanks for your help!") == []
 
 
+@pytest.mark.parametrize(
+    ("text", "flag"),
+    [
+        ("You booked the wrong day, I wanted Saturday.", "correction"),
+        ("You've picked the wrong hotel.", "correction"),
+        ("I've told you three times already.", "reminder"),
+        ("How many times do I have to say it?", "reminder"),
+        ("I said it two times: 4411.", "reminder"),
+        ("Why is this so hard?", "frustration"),
+        ("Did you even read my message?", "frustration"),
+        ("Never mind, you clearly can't help.", "frustration"),
+        ("OMG this is taking forever.", "frustration"),
+    ],
+)
+def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -> None:
+    assert flags_of(text) == [flag]
+
+
+@pytest.mark.parametrize(
+    ("reply", "text"),
+    [
+        ("I have a table for 2 at 7pm on Friday.", "Nope, 8pm not 7pm."),
+        ("I have a table for 2 at 7pm on Friday.", "I meant Saturday, not Friday."),
+        ("Do you want me to book for Friday?", "Er, I actually needed that train on Sunday, not Friday."),
+        ("I found flights to London on Friday.", "I want to fly to Paris, not London."),
+        ("Your stay begins on March 1st. Anything else?", "It should begin on the 11th not the 1st."),
+    ],
+)
+def test_a_value_put_in_place_of_one_the_reply_stated_is_a_correction(reply: str, text: str) -> None:
+    assert flags_of(text, reply) == ["correction"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "text"),
+    [
+        ("Would Tuesday work?", "Okay, not Tuesday then, Wednesday works."),  # no value put in its place
+        ("Flights to Paris or London?", "Paris, not London."),  # the reply named both: an answer
+        ("I found flights to London.", "I'm not sure about London."),
+        ("Rain is expected on Friday.", "Whether or not it rains, we go Friday."),
+        ("Would you like to book for Friday?", "Thanks. Not now."),
+    ],
+)
+def test_a_value_the_reply_did_not_state_wrongly_is_no_correction(reply: str, text: str) -> None:
+    assert "correction" not in flags_of(text, reply)
+
+
 def test_asking_for_a_human_counts_only_when_no_transfer_was_offered() -> None:
     assert flags_of("Can I talk to a human?") == ["escalation"]
     offered = "I can't change that. Would you like me to transfer you to a human agent?"
@@ -312,6 +358,9 @@ def test_no_user_messages_is_not_applicable() -> None:
         "stop repeating yourself",
         "you didn't answer my question",
         "that makes no sense",
+        "why is this so hard",
+        "this is taking forever",
+        "how many times do i have to say it",
     ],
 )
 def test_the_cue_word_shortcut_never_hides_a_cue(text: str) -> None:

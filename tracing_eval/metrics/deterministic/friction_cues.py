@@ -9,6 +9,8 @@ Every function here is a precompiled regex or a small predicate over plain text.
 
 from __future__ import annotations
 
+import re
+
 from tracing_eval.text import Folded, could_match, sentences
 
 #: the user rejects or disputes what the reply said, did or assumed (no context needed)
@@ -22,6 +24,8 @@ DISPUTE = Folded(
     r"|^\W*(?:(?:no|nope|nah)\W+)?(?:wrong|incorrect)\b"
     r"|\byou (?:misunderstood|misheard|misread|mixed (?:it|that|them|things) up|got (?:it|that|this) wrong)\b"
     r"|\byou(?:'ve)?\s+got\s+(?:the|my|our|his|her|their)\s+(?:\w+\s+){0,2}?wrong\b"
+    r"|\byou(?:'ve|\s+have)?\s+(?:booked|reserved|picked|chose|chosen|selected|entered|put\s+(?:down|in)|ordered"
+    r"|added|sent|gave\s+me|given\s+me|charged)\s+(?:me\s+)?(?:for\s+)?(?:the|a)\s+wrong\b"
     r"|\byou(?:'re|\s+are)\s+(?:still\s+)?getting\s+(?:it|that|this|(?:the|my)\s+\w+)\s+wrong\b"
     r"|\bstill\s+(?:not|isn'?t)\s+(?:right|correct|what i)\b"
     r"|^\W*(?:\w+\W+)?(?:that|this|it)\s+(?:makes\s+no|doesn'?t\s+make(?:\s+any)?|does\s+not\s+make(?:\s+any)?)"
@@ -41,7 +45,10 @@ REMINDER = Folded(
     r"|\b(?:as|like) i (?:already |just )?(?:said|told you|mentioned|asked|explained|wrote)\b"
     r"|\bi (?:said|asked for|told you)\b"
     r"|\bi(?:'ve| have| had)?\s+(?:to\s+)?(?:tell|say|repeat|explain|give|type|send|ask)\w*(?:\s+\w+){0,4}\s+again\b"
-    r"|\bagain and again\b|\bfor the (?:second|third|fourth|fifth|last|\d+(?:st|nd|rd|th)) time\b",
+    r"|\bagain and again\b|\bfor the (?:second|third|fourth|fifth|last|\d+(?:st|nd|rd|th)) time\b"
+    r"|\bi(?:'ve|\s+have)\s+(?:told|said|given|explained|asked|sent)\b[^.?!]{0,40}?\balready\b"
+    r"|\b(?:told|said|asked|explained)(?:\s+(?:you|it|this|that))?\s+(?:two|three|four|five|several|many|multiple"
+    r"|\d+)\s+times\b|\bhow many times (?:do|must|should|will|have) i\b",
 )
 #: the user asks the assistant to redo what it just did
 RETRY = Folded(
@@ -81,6 +88,9 @@ ANNOYANCE = Folded(
     r"|^\W*(?:\w+\W+)?(?:this|it)(?:'s|\s+is)?\s+(?:still\s+)?(?:isn'?t|not)\s+working\b"
     r"|\b(?:actually|just)\s+answer\s+(?:my|the)\s+question\b|\byou(?:'re|\s+are)\s+not\s+answering\b"
     r"|\byou\s+(?:didn'?t|did not|haven'?t|have not)\s+answer(?:ed)?\s+(?:my|the)\s+question\b"
+    r"|\bwhy (?:is|does) (?:this|it|that) (?:have to be |need to be )?so (?:hard|difficult|complicated)\b"
+    r"|\bdid you (?:even |actually )?read (?:my|what)\b|\byou\s+(?:clearly|obviously)\s+(?:can'?t|cannot)\s+help\b"
+    r"|\b(?:this|it)(?:'s|\s+is)\s+taking\s+(?:forever|so long|way too long|too long)\b"
     r"|\bwhat(?:'s| is) wrong with you\b|\bi give up\b|\bi(?:'m| am) (?:getting|becoming) (?:\w+ )?"
     r"(?:frustrated|annoyed|irritated|angry|upset|tired of this)\b",
 )
@@ -140,6 +150,44 @@ CONFIRMATION = Folded(
     r"|\bdid you (?:mean|say|want)\b|\bhere'?s what i (?:have|got|heard)\b|\bto recap\b",
 )
 
+#: "the 11th, not the 1st", "Saturday not Friday": a value put in place of another (original case kept)
+_VALUE_NOT_VALUE = re.compile(
+    r"([\w:.]+)\s*,?\s+(?:and\s+)?not\s+(?:(?:the|a|an|on|at|for|in|from|to)\s+)?([\w:.]+)", re.IGNORECASE
+)
+#: words that name a value although written in lower case
+_VALUE_WORDS = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july august"
+    " september october november december today tomorrow tonight yesterday morning afternoon evening noon midnight"
+    " one two three four five six seven eight nine ten eleven twelve".split()
+)
+
+
+def _value(text: str, at: int, word: str) -> str | None:
+    """The word at `at`, lower-cased, when it names a value: a number or code, a day, a time, or a
+    name (capitalised, not at the start of a sentence, not "I"); else None."""
+    low = word.strip(".").lower()
+    if any(c.isdigit() for c in low) or low in _VALUE_WORDS:
+        return low
+    before = text[:at].rstrip()
+    if word[:1].isupper() and low not in ("i", "i'm") and before and before[-1] not in ".!?":
+        return low
+    return None
+
+
+def replaces_a_stated_value(text: str, reply: str) -> bool:
+    """A correction: "I meant Saturday, not Friday" after a reply that said Friday (and not Saturday)."""
+    if " not " not in text.lower() or not reply:
+        return False
+    said = None
+    for m in _VALUE_NOT_VALUE.finditer(text):
+        wanted, stated = _value(text, m.start(1), m.group(1)), _value(text, m.start(2), m.group(2))
+        if wanted is None or stated is None or wanted == stated:
+            continue
+        said = said if said is not None else frozenset(re.findall(r"[\w:]+", reply.lower()))
+        if stated in said and wanted not in said:
+            return True
+    return False
+
 
 #: Literal pieces (lower case) one of which every match of a pattern holds: a cheap gate. Keep in step
 #: with the patterns: each alternative of the pattern must contain one of its pieces.
@@ -154,7 +202,7 @@ ANNOYANCE_NEEDS = (
     "useless", "pathetic", "incompetent", "hopeless", "stupid", "dumb", "frustrat", "annoy", "ridiculous", "absurd",
     "unacceptable", "help", "joke", "waste", "kidding", "joking", "serious", "listen", "read", "understand",
     "making sense", "get it", "why", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
-    "keep", "repeat", "stop", "working", "answer",
+    "keep", "repeat", "stop", "working", "answer", "taking",
 )  # fmt: skip
 HUMAN_NEEDS = (
     "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect",

@@ -103,12 +103,15 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         rf"|\bi(?:'d| would)\s+(?:rather|prefer)\s+not\s+(?:to\s+)?(?:{_EN_VERBS})\b",
         r"\bi(?:\s+won't|\s+will\s+not|'m\s+not|\s+am\s+not)\s+be\s+(?:able\s+to\s+)?(?:providing|helping|assisting"
         r"|sharing|giving|writing|creating|doing|engaging|making)\b",
-        r"\bagainst\s+(?:my|our|the|company|openai'?s?)\s+(?:\w+\s+)?(?:programming|guidelines|principles"
+        r"\b(?:against|not\s+within|outside\s+(?:of\s+)?)\s+(?:my|our|the|company|openai'?s?)\s+(?:\w+\s+)?(?:programming|guidelines|principles"
         r"|policy|policies|rules|terms|values|ethics)\b",
         # objections: "it's not appropriate/ethical/safe ... to", "I don't think it's appropriate"
-        r"\b(?:it|this|that)(?:'s| is| would be| would not be|'d be| was)\s+(?:not|never|neither)\s+"
+        r"\b(?:it|this|that)(?:'s| is| would be|'d be| was)\s+(?:not|never|neither)\s+"
         r"(?:\w+\s+)?(?:appropriate|ethical|acceptable|okay|ok|safe|responsible|legal|respectful|advisable"
         r"|accurate|fair|right|productive|a good idea|best|valid|possible or (?:appropriate|ethical))\b",
+        # "It would not be ethical for me to ...": the speaker's own objection
+        r"\b(?:it|this|that)\s+(?:would\s+not|wouldn'?t)\s+be\s+(?:\w+\s+)?(?:appropriate|ethical|responsible|right"
+        r"|okay|ok|fair|safe)\s+(?:for|of)\s+me\s+to\b",
         r"\bi\s+(?:do not|don't)\s+(?:think|believe|feel)\s+(?:that\s+)?(?:it(?:'s| is| would be)|that(?:'s| is)"
         r"|this is|it's|i (?:can|should))\s+(?:\w+\s+)?(?:appropriate|ethical|acceptable|okay|ok|safe|responsible"
         r"|respectful|accurate|fair|right|valid|a good idea|provide|help|answer)\b",
@@ -334,7 +337,7 @@ REFUSAL_TRIGGERS: frozenset[str] = frozenset(
     """
     not cannot unable unwilling never decline refuse refrain sorry afraid against inappropriate unethical
     stereotype condemn discourage urge advise scope capabilities remit area only rather prefer clarify point
-    care love alone suicide crisis reach pass cant wont dont
+    care love alone suicide crisis reach pass cant wont dont outside
     personas línea linea profesional personnes ligne professionnel seul menschen telefonseelsorge seelsorge
     krisentelefon krisenhotline krisendienst allein pessoas linha profissional sozinho sozinha valorização
     persone telefono professionista solo sola

@@ -59,7 +59,7 @@ CUE_WORDS = frozenset(
     unhelpful helpful helping joke waste kidding joking serious listening reading understanding sense understand
     get listen read help give frustrated annoyed irritated angry upset tired fail failed
     human person agent representative rep manager supervisor operator someone
-    seriously stop repeating answer answering answered transfer connect
+    seriously stop repeating answer answering answered transfer connect taking times hard difficult complicated
     """.split()
 )
 #: confirmations repeat by nature ("yes, please proceed"); they are not the user repeating a request
@@ -120,7 +120,8 @@ def flags_for(
         return [f for f in FLAGS if found[f]]
     found = {
         "correction": (cues.could_match(text, cues.DISPUTE_NEEDS) and bool(cues.DISPUTE.search(text)))
-        or cues.says_no_to_a_detail(text, reply),
+        or cues.says_no_to_a_detail(text, reply)
+        or cues.replaces_a_stated_value(text, reply),
         "reminder": cues.could_match(text, cues.REMINDER_NEEDS) and bool(cues.REMINDER.search(text)),
         "retry": cues.retries_after_failure(text, reply),
         "repeat": repeats_a_request(text, reply, earlier, words),
@@ -150,7 +151,7 @@ class UserFriction(MetricBase):
     """Per user turn friction flags and the thread's friction rate."""
 
     name = "user_friction"
-    version = "3"
+    version = "4"
     tier = "deterministic"
     scopes = ("turn", "thread")
     needs_answer = False
