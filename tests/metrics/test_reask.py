@@ -352,3 +352,20 @@ def test_replies_in_an_uncovered_language_are_not_applicable() -> None:
     [result] = Reask().evaluate(thread)
     assert result.status == Status.NOT_APPLICABLE
     assert "cjk script" in result.reason and "covered: en, es, fr, de, pt, it" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("given", "slot", "value"),
+    [
+        ("I'm Yusuf Rossi, zip code 19122. I need to cancel an order.", "zip", "19122"),
+        ("Postcode SW1A 1AA.", "zip", "SW1A 1AA"),
+        ("User id john99, please.", "user_id", "john99"),
+        ("Username jsmith7 here.", "user_id", "jsmith7"),
+    ],
+)
+def test_a_value_right_after_its_name_fills_the_slot(given: str, slot: str, value: str) -> None:
+    """No "is" or ":" between the name and the value ("zip code 19122"): asking for it again is a re-ask."""
+    asked = {"zip": "May I have your zip code to verify your identity?", "user_id": "Could you provide your user ID?"}
+    result = thread_result(chat(given, asked[slot]))
+    assert result.label == "reask"
+    assert [(r["slot"], r["value"]) for r in result.evidence["reasks"]] == [(slot, value)]

@@ -232,7 +232,7 @@ class Reask(MetricBase):
     """Binary: did the assistant ask again for a value the user had already given?"""
 
     name = "reask"
-    version = "3"
+    version = "4"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD

@@ -133,7 +133,7 @@ SLOTS: tuple[Slot, ...] = (
     Slot(
         "zip",
         Folded(r"\bzip(?:\s*code)?\b|\bpost(?:al)?\s*code\b"),
-        keyed=(re.compile(rf"\b(?:zip(?:\s*code)?|post(?:al)?\s*code){_IS}({_ZIP})\b", _I),),
+        keyed=(re.compile(rf"\b(?:zip(?:\s*code)?|post(?:al)?\s*code){_IS}\s*+({_ZIP})\b", _I),),
         bare=_ZIP_SHAPE,
         asked_as_elsewhere=Folded(r"\bc[oó]digo\s+postal\b|\bcode\s+postal\b|\bpostleitzahl\b|\bcodice\s+postale\b"),
         asked_needs=("zip", "post"),
@@ -167,7 +167,7 @@ SLOTS: tuple[Slot, ...] = (
         keyed=(
             re.compile(
                 r"\b(?:user\s*+-?\s*+id|user\s*name|login|usuario|identifiant|benutzer(?:name|-?id)?|usu[aá]rio|utente)"
-                rf"{_IS}((?=[\w.@-]{{0,63}}[\d_])[\w.@-]*\w)",
+                rf"{_IS}\s*+((?=[\w.@-]{{0,63}}[\d_])[\w.@-]*\w)",
                 _I,
             ),
         ),
