@@ -146,6 +146,13 @@ def test_split_sentences_splits_where_the_look_behind_pattern_does(text: str) ->
         "Request failed with status code 429",
         "Tool execution failed: connection refused",
         "Permission denied",
+        "KeyError: 'order_id'",  # a Python exception line
+        "Traceback (most recent call last):\n  File \"tool.py\", line 3\nValueError: bad id",
+        '{"detail": "Not Found"}',  # a web framework's error body
+        {"message": "Internal server error"},
+        "Rate limit exceeded",
+        "Access denied",
+        "Unknown error",
     ],
 )
 def test_a_tool_result_that_reads_as_a_failure(result: object) -> None:
@@ -164,6 +171,10 @@ def test_a_tool_result_that_reads_as_a_failure(result: object) -> None:
         {"status": True},
         "10 passed, 0 failed",
         "Found 3 flights.",
+        {"message": "Order cancelled"},
+        {"order_id": "W1", "items": [], "total": 3, "message": "2 items invalid for return"},  # a record, not a body
+        "No errors found.",
+        "Errors: none",
     ],
 )
 def test_a_tool_result_that_does_not_read_as_a_failure(result: object) -> None:

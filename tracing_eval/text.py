@@ -9,22 +9,27 @@ from collections.abc import Iterator
 
 import orjson
 
-_ERROR_PREFIX = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.I)
+#: "Error: ...", "Traceback ...", or a Python exception line ("KeyError: 'order_id'")
+_ERROR_PREFIX = re.compile(r"^\s*(?:(?i:error|exception|traceback|failed|failure)\b|[A-Z]\w*(?:Error|Exception):)")
 _ERROR_WORDS = re.compile(
     r"\b(not found|does not exist|invalid|unauthori[sz]ed|forbidden|timed? ?out|permission denied|connection refused"
-    r"|internal server error|service unavailable|(?:status(?: code)?|http)\s*[45]\d\d"
+    r"|access denied|rate limit(?:ed| exceeded)?|too many requests|quota exceeded|unknown error|an error occurred"
+    r"|something went wrong|internal server error|service unavailable|(?:status(?: code)?|http)\s*[45]\d\d"
     r"|(?:request|call|execution|operation|tool|command|connection) failed)\b",
     re.I,
 )
+#: keys of a JSON error body whose short text says what failed (`{"detail": "Not Found"}`)
+_MESSAGE_KEYS = ("detail", "message", "msg")
 #: keys of a JSON tool result that carry its error (`errorMessage`: AWS Lambda; `isError`: MCP)
 _ERROR_KEYS = ("error", "errors", "errorMessage", "error_message", "exception", "isError", "is_error")
 _FAILED_STATUS = frozenset({"error", "failed", "failure", "fail"})
 
 
 def looks_like_tool_error(result: object) -> bool:
-    """True when a tool result reads as a failure: `Error: ...`, a short message such as "HTTP 500
-    Internal Server Error", or JSON with an error (`error`, `errorMessage`, MCP's `isError`), `success`
-    or `ok` false, or a failed status (`"status": "failed"`, an HTTP status of 400 or more)."""
+    """True when a tool result reads as a failure: `Error: ...`, a Python exception line, a short
+    message such as "HTTP 500 Internal Server Error", or JSON with an error (`error`, `errorMessage`,
+    MCP's `isError`), `success` or `ok` false, a failed status (`"status": "failed"`, an HTTP status
+    of 400 or more), or a small error body (`{"detail": "Not Found"}`)."""
     if result is None:
         return False
     if isinstance(result, dict):
@@ -33,7 +38,10 @@ def looks_like_tool_error(result: object) -> bool:
         status = next((result[key] for key in ("status", "status_code", "statusCode") if key in result), None)
         if isinstance(status, str):
             return status.strip().lower() in _FAILED_STATUS
-        return isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600
+        if isinstance(status, int) and not isinstance(status, bool):
+            return 400 <= status < 600
+        message = next((result[key] for key in _MESSAGE_KEYS if isinstance(result.get(key), str)), "")
+        return len(result) <= 3 and len(message) < 200 and bool(_ERROR_WORDS.search(message))
     text = str(result).strip()
     if not text:
         return False
