@@ -147,7 +147,7 @@ def test_split_sentences_splits_where_the_look_behind_pattern_does(text: str) ->
         "Tool execution failed: connection refused",
         "Permission denied",
         "KeyError: 'order_id'",  # a Python exception line
-        "Traceback (most recent call last):\n  File \"tool.py\", line 3\nValueError: bad id",
+        'Traceback (most recent call last):\n  File "tool.py", line 3\nValueError: bad id',
         '{"detail": "Not Found"}',  # a web framework's error body
         {"message": "Internal server error"},
         "Rate limit exceeded",
