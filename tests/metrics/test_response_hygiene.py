@@ -51,6 +51,12 @@ def test_clean_reply() -> None:
         ("Dear {first_name}, your order has shipped.", None, "placeholder"),
         ("Your order {order_id} has been cancelled.", None, "placeholder"),
         ("Hi {user.name}!", None, "placeholder"),
+        ("Hello [Customer Name], your order has shipped.", None, "placeholder"),
+        ("Your refund of $[AMOUNT] is on its way.", None, "placeholder"),
+        ("Please call us at [PHONE NUMBER].", None, "placeholder"),
+        ("Your tracking number is <tracking_number>.", None, "placeholder"),
+        ("Your order number is %s.", None, "placeholder"),
+        ("Hello %(name)s, welcome back!", None, "placeholder"),
         ("Here is the snippet:\n```\nprint(1)\n```\nHello {{ user.name }}, anything else?", None, "placeholder"),
         ("See the list at https://example.com/ and,", None, "truncated"),
     ],
@@ -79,6 +85,10 @@ def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> No
         "The probability is $\\frac{1}{2}$, and x_{i} grows like e^{x}.",
         "The set {a, b} has two elements, and the call returns {} when empty.",
         "Use `{name}` in a format string.",
+        "Run git checkout [name] to switch, or replace <name> with your branch.",
+        "Press [Enter] to continue; the array is [1, 2, 3].",
+        "The price is 20% off, and 100%s are rare.",
+        "In Python, `'%s' % name` formats a string.",
     ],
 )
 def test_plausible_replies_pass(reply: str) -> None:

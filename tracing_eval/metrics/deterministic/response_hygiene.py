@@ -4,9 +4,9 @@ Checks: `empty` (the turn has assistant messages but no text, unless it ends in 
 hand-off tool call such as `transfer_to_human_agents`), `truncated` (finish_reason=length,
 or the reply stops mid-sentence: a dangling comma, conjunction or article, or an unclosed code
 fence; a reply that ends in a URL or a path such as `https://example.com/` is finished), `placeholder`
-(leaked template text such as `{{name}}`, `[INSERT ...]`, `${x}` outside code, or a whole reply of
-`None` / `undefined` / `null`; template syntax inside a code block or inline code is content, as in
-an answer about Jinja), and `language` (the reply is in another script, or
+(leaked template text such as `{{name}}`, `[INSERT ...]`, `[Customer Name]`, `<order_id>`, `%s`,
+`${x}` outside code, or a whole reply of `None` / `undefined` / `null`; template syntax inside a code
+block or inline code is content, as in an answer about Jinja), and `language` (the reply is in another script, or
 another Latin-script language, than the user's message). Every turn gets a result: turns without
 an assistant message are `not_applicable`. The thread score is the share of clean turns.
 """
@@ -29,16 +29,35 @@ CHECKS = ("empty", "truncated", "placeholder", "language")
 MIN_SCRIPT_LETTERS = 12
 SCRIPT_SHARE = 0.6
 
+#: template fields people leave in replies, spelled "[Customer Name]", "[CUSTOMER NAME]" or
+#: "<customer_name>"; lower-case "[name]" or "<name>" is left alone (command syntax in an answer)
+_FIELDS = (
+    "name", "first name", "last name", "full name", "customer name", "your name", "user name", "agent name",
+    "company name", "product name", "recipient name", "email", "email address", "phone", "phone number",
+    "address", "date", "time", "amount", "price", "order number", "order id", "tracking number",
+    "account number", "link", "url", "company", "product", "city",
+)  # fmt: skip
+_FIELD = "|".join(
+    sorted(
+        spelling
+        for f in _FIELDS
+        for spelling in {f.title(), f.upper(), f.upper().replace(" ", "_"), f.replace(" ", "_") if " " in f else ""}
+        if spelling
+    )
+)
 PLACEHOLDER = re.compile(
     r"\{\{.{0,200}?\}\}|\{\{|\}\}|\$\{[A-Za-z_][\w.]*\}|\{%.{0,200}?%\}|\[object Object\]"
     # a format-string field left in prose: "Dear {first_name}," (not LaTeX: \\frac{a}{b}, x_{i}, e^{x})
     r"|(?<![\w\\^}$])\{[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\}(?!\})"
     r"|<INSERT\b|\[(?:INSERT|PLACEHOLDER|TODO|TBD)\b"
-    r"|\[(?:YOUR|CUSTOMER|USER|COMPANY|PRODUCT)[ _](?:NAME|EMAIL|PHONE|ADDRESS|COMPANY)\]"
+    # a template field in brackets: "[Customer Name]", "$[AMOUNT]", "<tracking_number>", "<EMAIL>"
+    rf"|\[(?:{_FIELD})\]|<(?:{_FIELD})>"
+    # a printf field left in prose: "order %s", "Hello %(name)s"
+    r"|%\([A-Za-z_]\w*\)[sd]|(?<![\w%])%[sd](?![\w%])"
     r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b",
 )
 #: every PLACEHOLDER match holds one of these: a cheap gate before stripping code and searching
-_MAYBE_PLACEHOLDER = ("{", "}", "$", "[", "<", "undefined", "null", "None", "NaN")
+_MAYBE_PLACEHOLDER = ("{", "}", "$", "[", "<", "%", "undefined", "null", "None", "NaN")
 WHOLE_PLACEHOLDER = Folded(r"^\s*(?:none|null|undefined|nan|nil|\[\]|\{\})\s*$")
 #: words a finished English sentence almost never ends on (prepositions and pronouns can)
 DANGLING_WORDS = frozenset("a an the and or but nor because than my your our their its whose".split())
@@ -133,7 +152,7 @@ class ResponseHygiene(MetricBase):
     """Binary per-turn hygiene of the reply; the thread score is the share of clean turns."""
 
     name = "response_hygiene"
-    version = "3"
+    version = "4"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
