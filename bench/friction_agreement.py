@@ -101,6 +101,8 @@ def cue_classes(text: str, reply: str, flags: list[str]) -> set[str]:
         if cues.says_no_to_a_detail(text, reply):
             checked = bool(cues.CONFIRMATION.search(reply))
             out.add("correction: no to a detail the reply " + ("checked" if checked else "stated"))
+        if cues.replaces_a_stated_value(text, reply):
+            out.add("correction: a value in place of one the reply stated")
     if "retry" in flags:
         out.add("retry: " + ("with new details" if _NEW_DETAILS.search(text) else "the same request"))
     return out
