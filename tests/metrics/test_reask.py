@@ -369,3 +369,27 @@ def test_a_value_right_after_its_name_fills_the_slot(given: str, slot: str, valu
     result = thread_result(chat(given, asked[slot]))
     assert result.label == "reask"
     assert [(r["slot"], r["value"]) for r in result.evidence["reasks"]] == [(slot, value)]
+
+
+def test_the_whole_reply_gate_never_hides_an_ask() -> None:
+    """`sentence_asks` skips replies that name no slot anywhere; every reply of the labelled sets with
+    a sentence that names one passes the gate (English, and the other languages when `elsewhere`)."""
+    import json
+
+    from tests.conftest import DATASETS
+    from tracing_eval.metrics.deterministic import slots
+
+    replies = [
+        m["content"]
+        for name in ("tau_airline_gpt4o.jsonl", "uss_sgd_mwoz.jsonl")
+        for line in (DATASETS / name).read_text().splitlines()
+        for m in json.loads(line)["turns"]
+        if m["role"] == "assistant" and m.get("content")
+    ] + ["Bonjour. Quel est votre numéro de commande ?", "¿Cuál es su código postal?", "Wie lautet Ihre Bestellnummer?"]
+    named = 0
+    for text in replies:
+        for elsewhere in (False, True):
+            if any(slots.named_slots(s, elsewhere=elsewhere) for s in slots.split_sentences(text)):
+                named += 1
+                assert slots.could_name_a_slot(text, elsewhere=elsewhere), text
+    assert named > 1000

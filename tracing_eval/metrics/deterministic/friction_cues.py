@@ -151,9 +151,9 @@ CONFIRMATION = Folded(
 )
 
 #: "the 11th, not the 1st", "Saturday not Friday": a value put in place of another (original case kept)
-_VALUE_NOT_VALUE = re.compile(
-    r"([\w:.]+)\s*,?\s+(?:and\s+)?not\s+(?:(?:the|a|an|on|at|for|in|from|to)\s+)?([\w:.]+)", re.IGNORECASE
-)
+_NOT_VALUE = re.compile(r"\bnot\s+(?:(?:the|a|an|on|at|for|in|from|to)\s+)?([\w:.]+)", re.IGNORECASE)
+#: the value just before that "not" (searched for up to it)
+_VALUE_BEFORE = re.compile(r"([\w:.]+)\s*,?\s+(?:and\s+)?$")
 #: words that name a value although written in lower case
 _VALUE_WORDS = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday january february march april may june july august"
@@ -176,12 +176,14 @@ def _value(text: str, at: int, word: str) -> str | None:
 
 def replaces_a_stated_value(text: str, reply: str) -> bool:
     """A correction: "I meant Saturday, not Friday" after a reply that said Friday (and not Saturday)."""
-    if " not " not in text.lower() or not reply:
+    if not reply or not could_match(text, ("not",)):
         return False
     said = None
-    for m in _VALUE_NOT_VALUE.finditer(text):
-        wanted, stated = _value(text, m.start(1), m.group(1)), _value(text, m.start(2), m.group(2))
-        if wanted is None or stated is None or wanted == stated:
+    for m in _NOT_VALUE.finditer(text):
+        stated = _value(text, m.start(1), m.group(1))
+        before = _VALUE_BEFORE.search(text, max(0, m.start() - 40), m.start()) if stated is not None else None
+        wanted = _value(text, before.start(1), before.group(1)) if before is not None else None
+        if wanted is None or wanted == stated:
             continue
         said = said if said is not None else frozenset(re.findall(r"[\w:]+", reply.lower()))
         if stated in said and wanted not in said:

@@ -94,6 +94,8 @@ def reply_language(text: str) -> tuple[str | None, bool]:
 @lru_cache(maxsize=MESSAGES_REMEMBERED)
 def sentence_asks(text: str, elsewhere: bool) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The sentences of an assistant message that ask for slots, each with those slots."""
+    if not slots.could_name_a_slot(text, elsewhere=elsewhere):  # most replies: no sentence to split
+        return ()
     found = ((sentence, slots.asked_slots(sentence, elsewhere=elsewhere)) for sentence in slots.split_sentences(text))
     return tuple((sentence, tuple(named)) for sentence, named in found if named)
 

@@ -475,6 +475,14 @@ def bare_value(slot_name: str, text: str) -> str | None:
     return value
 
 
+def could_name_a_slot(text: str, *, elsewhere: bool = False) -> bool:
+    """False when no part of `text` names a slot: then `named_slots` of each of its sentences is empty
+    (a sentence is a piece of the text, and no slot name is anchored to where a text starts)."""
+    if could_match(text, SLOT_NAME_NEEDS) and _ANY_SLOT_NAME.search(text):
+        return True
+    return elsewhere and bool(_ANY_SLOT_NAME_ELSEWHERE.search(text))
+
+
 def named_slots(text: str, *, elsewhere: bool = False) -> list[str]:
     """Slots a text mentions by name (`order number`, `email`, ...); `elsewhere` adds the other languages."""
     if not could_match(text, SLOT_NAME_NEEDS) or not _ANY_SLOT_NAME.search(text):
