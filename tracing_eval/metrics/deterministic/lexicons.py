@@ -103,7 +103,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         rf"|\bi(?:'d| would)\s+(?:rather|prefer)\s+not\s+(?:to\s+)?(?:{_EN_VERBS})\b",
         r"\bi(?:\s+won't|\s+will\s+not|'m\s+not|\s+am\s+not)\s+be\s+(?:able\s+to\s+)?(?:providing|helping|assisting"
         r"|sharing|giving|writing|creating|doing|engaging|making)\b",
-        r"\b(?:against|not\s+within|outside\s+(?:of\s+)?)\s+(?:my|our|the|company|openai'?s?)\s+(?:\w+\s+)?(?:programming|guidelines|principles"
+        r"\b(?:against|not\s+within|outside(?:\s+of)?)\s+(?:my|our|the|company|openai'?s?)\s+(?:\w+\s+)?"
+        r"(?:programming|guidelines|principles"
         r"|policy|policies|rules|terms|values|ethics)\b",
         # objections: "it's not appropriate/ethical/safe ... to", "I don't think it's appropriate"
         r"\b(?:it|this|that)(?:'s| is| would be|'d be| was)\s+(?:not|never|neither)\s+"

@@ -3,12 +3,13 @@
 Checks: `empty` (the turn has assistant messages but no text, unless it ends in a successful
 hand-off tool call such as `transfer_to_human_agents`), `truncated` (finish_reason=length,
 or the reply stops mid-sentence: a dangling comma, conjunction or article, or an unclosed code
-fence; a reply that ends in a URL or a path such as `https://example.com/` is finished), `placeholder`
-(leaked template text such as `{{name}}`, `[INSERT ...]`, `[Customer Name]`, `<order_id>`, `%s`,
-`${x}` outside code, or a whole reply of `None` / `undefined` / `null`; template syntax inside a code
-block or inline code is content, as in an answer about Jinja), and `language` (the reply is in another script, or
-another Latin-script language, than the user's message). Every turn gets a result: turns without
-an assistant message are `not_applicable`. The thread score is the share of clean turns.
+fence; a reply that ends in a URL or a path such as `https://example.com/` is finished),
+`placeholder` (leaked template text such as `{{name}}`, `[INSERT ...]`, `[Customer Name]`,
+`<order_id>`, `%s`, `${x}` outside code, or a whole reply of `None` / `undefined` / `null`; template
+syntax inside a code block or inline code is content, as in an answer about Jinja), and `language`
+(the reply is in another script, or another Latin-script language, than the user's message). Every
+turn gets a result: turns without an assistant message are `not_applicable`. The thread score is the
+share of clean turns.
 """
 
 from __future__ import annotations
