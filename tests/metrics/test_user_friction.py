@@ -223,6 +223,21 @@ def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "I've told my wife already, she's fine with it.",
+        "Why is it so hard to find parking there?",
+        "It's taking so long to decide, sorry!",
+        "My flight is taking forever to board, can you check the gate?",
+        "Did you read the news today?",
+        "How many times a day does the bus run?",
+    ],
+)
+def test_the_same_words_about_something_else_are_no_friction(text: str) -> None:
+    assert flags_of(text) == []
+
+
+@pytest.mark.parametrize(
     ("reply", "text"),
     [
         ("I have a table for 2 at 7pm on Friday.", "Nope, 8pm not 7pm."),

@@ -46,7 +46,7 @@ REMINDER = Folded(
     r"|\bi (?:said|asked for|told you)\b"
     r"|\bi(?:'ve| have| had)?\s+(?:to\s+)?(?:tell|say|repeat|explain|give|type|send|ask)\w*(?:\s+\w+){0,4}\s+again\b"
     r"|\bagain and again\b|\bfor the (?:second|third|fourth|fifth|last|\d+(?:st|nd|rd|th)) time\b"
-    r"|\bi(?:'ve|\s+have)\s+(?:told|said|given|explained|asked|sent)\b[^.?!]{0,40}?\balready\b"
+    r"|\bi(?:'ve|\s+have)\s+(?:told\s+you|said|given|explained|asked|sent)\b[^.?!]{0,40}?\balready\b"
     r"|\b(?:told|said|asked|explained)(?:\s+(?:you|it|this|that))?\s+(?:two|three|four|five|several|many|multiple"
     r"|\d+)\s+times\b|\bhow many times (?:do|must|should|will|have) i\b",
 )
@@ -88,9 +88,9 @@ ANNOYANCE = Folded(
     r"|^\W*(?:\w+\W+)?(?:this|it)(?:'s|\s+is)?\s+(?:still\s+)?(?:isn'?t|not)\s+working\b"
     r"|\b(?:actually|just)\s+answer\s+(?:my|the)\s+question\b|\byou(?:'re|\s+are)\s+not\s+answering\b"
     r"|\byou\s+(?:didn'?t|did not|haven'?t|have not)\s+answer(?:ed)?\s+(?:my|the)\s+question\b"
-    r"|\bwhy (?:is|does) (?:this|it|that) (?:have to be |need to be )?so (?:hard|difficult|complicated)\b"
+    r"|\bwhy (?:is|does) (?:this|it|that) (?:have to be |need to be )?so (?:hard|difficult|complicated)\s*(?:[.!?]|$)"
     r"|\bdid you (?:even |actually )?read (?:my|what)\b|\byou\s+(?:clearly|obviously)\s+(?:can'?t|cannot)\s+help\b"
-    r"|\b(?:this|it)(?:'s|\s+is)\s+taking\s+(?:forever|so long|way too long|too long)\b"
+    r"|\b(?:this|it)(?:'s|\s+is)\s+taking\s+(?:forever|so long|way too long|too long)\s*(?:[.!?,]|$)"
     r"|\bwhat(?:'s| is) wrong with you\b|\bi give up\b|\bi(?:'m| am) (?:getting|becoming) (?:\w+ )?"
     r"(?:frustrated|annoyed|irritated|angry|upset|tired of this)\b",
 )
