@@ -87,6 +87,7 @@ def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> No
         "Use `{name}` in a format string.",
         "Run git checkout [name] to switch, or replace <name> with your branch.",
         "Press [Enter] to continue; the array is [1, 2, 3].",
+        "The form is here: [Link](https://example.com/form), and our [Address][1] is below.",
         "The price is 20% off, and 100%s are rare.",
         "In Python, `'%s' % name` formats a string.",
     ],

@@ -52,7 +52,8 @@ PLACEHOLDER = re.compile(
     r"|(?<![\w\\^}$])\{[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\}(?!\})"
     r"|<INSERT\b|\[(?:INSERT|PLACEHOLDER|TODO|TBD)\b"
     # a template field in brackets: "[Customer Name]", "$[AMOUNT]", "<tracking_number>", "<EMAIL>"
-    rf"|\[(?:{_FIELD})\]|<(?:{_FIELD})>"
+    # (not the text of a Markdown link: "[Link](https://...)", "[Address][1]")
+    rf"|\[(?:{_FIELD})\](?![(\[])|<(?:{_FIELD})>"
     # a printf field left in prose: "order %s", "Hello %(name)s"
     r"|%\([A-Za-z_]\w*\)[sd]|(?<![\w%])%[sd](?![\w%])"
     r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b",
