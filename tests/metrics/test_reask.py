@@ -371,6 +371,11 @@ def test_a_value_right_after_its_name_fills_the_slot(given: str, slot: str, valu
     assert [(r["slot"], r["value"]) for r in result.evidence["reasks"]] == [(slot, value)]
 
 
+def test_a_count_after_login_is_no_user_id() -> None:
+    result = thread_result(chat("I tried to login 3 times and it failed.", "Sorry about that. What's your user ID?"))
+    assert result.label == "none"
+
+
 def test_the_whole_reply_gate_never_hides_an_ask() -> None:
     """`sentence_asks` skips replies that name no slot anywhere; every reply of the labelled sets with
     a sentence that names one passes the gate (English, and the other languages when `elsewhere`)."""

@@ -167,7 +167,7 @@ SLOTS: tuple[Slot, ...] = (
         keyed=(
             re.compile(
                 r"\b(?:user\s*+-?\s*+id|user\s*name|login|usuario|identifiant|benutzer(?:name|-?id)?|usu[aá]rio|utente)"
-                rf"{_IS}\s*+((?=[\w.@-]{{0,63}}[\d_])[\w.@-]*\w)",
+                rf"{_IS}\s*+((?=[\w.@-]{{3}})(?=[\w.@-]{{0,63}}[\d_])[\w.@-]*\w)",
                 _I,
             ),
         ),
