@@ -212,6 +212,7 @@ def test_more_corrections_and_reminders(text: str, flag: str) -> None:
         ("I've told you three times already.", "reminder"),
         ("How many times do I have to say it?", "reminder"),
         ("I said it two times: 4411.", "reminder"),
+        ("How many times have I told you?", "reminder"),
         ("Why is this so hard?", "frustration"),
         ("Did you even read my message?", "frustration"),
         ("Never mind, you clearly can't help.", "frustration"),
@@ -230,7 +231,10 @@ def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -
         "It's taking so long to decide, sorry!",
         "My flight is taking forever to board, can you check the gate?",
         "Did you read the news today?",
+        "Did you read my email about the refund?",
         "How many times a day does the bus run?",
+        "How many times do I need to take it?",
+        "The doctor said two times a day.",
     ],
 )
 def test_the_same_words_about_something_else_are_no_friction(text: str) -> None:

@@ -47,8 +47,10 @@ REMINDER = Folded(
     r"|\bi(?:'ve| have| had)?\s+(?:to\s+)?(?:tell|say|repeat|explain|give|type|send|ask)\w*(?:\s+\w+){0,4}\s+again\b"
     r"|\bagain and again\b|\bfor the (?:second|third|fourth|fifth|last|\d+(?:st|nd|rd|th)) time\b"
     r"|\bi(?:'ve|\s+have)\s+(?:told\s+you|said|given|explained|asked|sent)\b[^.?!]{0,40}?\balready\b"
-    r"|\b(?:told|said|asked|explained)(?:\s+(?:you|it|this|that))?\s+(?:two|three|four|five|several|many|multiple"
-    r"|\d+)\s+times\b|\bhow many times (?:do|must|should|will|have) i\b",
+    r"|\bi(?:'ve|\s+have)?\s+(?:already\s+)?(?:told|said|asked|explained)(?:\s+(?:you|it|this|that))?\s+"
+    r"(?:two|three|four|five|several|many|multiple|\d+)\s+times\b"
+    r"|\bhow many (?:more )?times (?:do i (?:have|need) to|must i|will i have to|have i)\s+(?:\w+\s+)?"
+    r"(?:tell|say|said|told|repeat|explain|ask|asked|type|give|send|spell|write)\b",
 )
 #: the user asks the assistant to redo what it just did
 RETRY = Folded(
@@ -89,7 +91,7 @@ ANNOYANCE = Folded(
     r"|\b(?:actually|just)\s+answer\s+(?:my|the)\s+question\b|\byou(?:'re|\s+are)\s+not\s+answering\b"
     r"|\byou\s+(?:didn'?t|did not|haven'?t|have not)\s+answer(?:ed)?\s+(?:my|the)\s+question\b"
     r"|\bwhy (?:is|does) (?:this|it|that) (?:have to be |need to be )?so (?:hard|difficult|complicated)\s*(?:[.!?]|$)"
-    r"|\bdid you (?:even |actually )?read (?:my|what)\b|\byou\s+(?:clearly|obviously)\s+(?:can'?t|cannot)\s+help\b"
+    r"|\bdid you (?:even|actually) read (?:my|what)\b|\byou\s+(?:clearly|obviously)\s+(?:can'?t|cannot)\s+help\b"
     r"|\b(?:this|it)(?:'s|\s+is)\s+taking\s+(?:forever|so long|way too long|too long)\s*(?:[.!?,]|$)"
     r"|\bwhat(?:'s| is) wrong with you\b|\bi give up\b|\bi(?:'m| am) (?:getting|becoming) (?:\w+ )?"
     r"(?:frustrated|annoyed|irritated|angry|upset|tired of this)\b",
