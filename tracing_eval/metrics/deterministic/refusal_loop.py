@@ -1,7 +1,8 @@
 """D3 `refusal_loop`: the assistant stonewalls the user with refusal after refusal (V5− none/partial/fully).
 
-Per reply, `is_refusal` reads the opening sentences (quotes set aside) for a speaker who cannot or
-will not do what was asked, or who objects to the request, in the languages of
+Per reply, `is_refusal` reads the opening sentences (quotes set aside; opening courtesies such as
+"Hello! I'm here to help." not counted) for a speaker who cannot or will not do what was asked, or
+who objects to the request, in the languages of
 `lexicons.REFUSAL_LANGUAGES`; a negated action that waits on the user ("I won't make any changes
 until you confirm") or an answer that the request has none ("... is a fictional character") is no
 refusal. Text in another language or script is unknown (None), never "no refusal".
@@ -49,6 +50,17 @@ _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " 
 _QUOTED = re.compile(r"\"[^\"\n]{0,300}\"|\u201c[^\u201d\n]{0,300}\u201d|\u00ab[^\u00bb\n]{0,300}\u00bb")
 _TOKEN = re.compile(r"[^\W\d_]+")
 _ASCII_TOKEN = re.compile(r"[a-z]+")  # the same on lower-cased ASCII text, and faster
+#: a whole opening sentence of courtesy that says nothing about the request (English): no clause
+#: break and no word that could start a refusal or an objection
+_COURTESY = Folded(
+    r"(?![^.!?]*\b(?:but|however|must|not|cannot|can't|unable|won't|although|though|while|and)\b)"
+    r"(?:(?:hi|hello|hey|greetings)(?:\s+there)?|thanks?(?:\s+you)?(?:\s+(?:so|very)\s+much)?(?:\s+for\b[^.!?,;]{0,100})?"
+    r"|(?:i(?:'m|\s+am)|we(?:'re|\s+are))\s+(?:(?:so|very|always|more\s+than)\s+)?(?:happy|glad|here|delighted)"
+    r"\b[^.!?,;]{0,100}"
+    r"|i\s+(?:understand|appreciate)\b[^.!?,;]{0,120}"
+    r"|as\s+an?\s+(?:helpful|respectful|honest|responsible|ethical|ai)\b[^.!?;]{0,120}"
+    r"|great|good|sure|of course|certainly|absolutely)\s*[.!]*\s*$"
+)
 _NEGATED_TOKEN = re.compile(r"n['\u2019\u02bc]t\b|\bn['\u2019\u02bc]|\bkein")
 
 
@@ -63,11 +75,17 @@ def _fold(text: str) -> str:
 
 
 def head(text: str) -> list[str]:
-    """The opening sentences of a reply, apostrophes folded and quoted passages set aside."""
+    """The opening sentences of a reply, apostrophes folded and quoted passages set aside; courtesies
+    before the first sentence with content ("Hello!", "Thank you for your question!", "I'm here to
+    help.") are read but not counted among them."""
     opening = _fold(text[:HEAD_CHARS])
     if '"' in opening or "\u201c" in opening or "\u00ab" in opening:
         opening = _QUOTED.sub(" ", opening)
-    return split_sentences(opening)[:HEAD_SENTENCES]
+    sentences = split_sentences(opening)
+    skipped = 0
+    while skipped < len(sentences) - HEAD_SENTENCES and _COURTESY.match(sentences[skipped]):
+        skipped += 1
+    return sentences[: skipped + HEAD_SENTENCES]
 
 
 def _negated_token(opening: str) -> bool:
