@@ -156,6 +156,8 @@ CONFIRMATION = Folded(
 _NOT_VALUE = re.compile(r"\bnot\s+(?:(?:the|a|an|on|at|for|in|from|to)\s+)?([\w:.]+)", re.IGNORECASE)
 #: the value just before that "not" (searched for up to it)
 _VALUE_BEFORE = re.compile(r"([\w:.]+)\s*,?\s+(?:and\s+)?$")
+#: the words of a reply, as values are compared ("7:00" stays whole)
+_REPLY_WORD = re.compile(r"[\w:]+")
 #: words that name a value although written in lower case
 _VALUE_WORDS = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday january february march april may june july august"
@@ -187,7 +189,7 @@ def replaces_a_stated_value(text: str, reply: str) -> bool:
         wanted = _value(text, before.start(1), before.group(1)) if before is not None else None
         if wanted is None or wanted == stated:
             continue
-        said = said if said is not None else frozenset(re.findall(r"[\w:]+", reply.lower()))
+        said = said if said is not None else frozenset(_REPLY_WORD.findall(reply.lower()))
         if stated in said and wanted not in said:
             return True
     return False
