@@ -45,6 +45,15 @@ _EN_VERBS = (
     r"|approve|authori[sz]e|override|waive|make|allow|permit|access|look up|retrieve|obtain|speculate"
     r"|glorify|justify|satisfy|entertain|accept|browse|get into|go into|weigh in|determine"
 )
+
+#: Account and order operations of a support assistant ("I'm unable to *remove* a passenger", "I cannot
+#: *upgrade* this reservation"), refused only after can't / cannot / won't / unable to / not allowed to:
+#: after "don't" they tell a habit ("I don't add sugar"), not a refusal.
+_EN_SERVICE_VERBS = (
+    r"transfer|exchange|return|upgrade|downgrade|reschedule|rebook|reimburse|compensate|expedite|reinstate"
+    r"|reactivate|escalate|update|remove|add|send|reverse|unlock|reset|switch|extend|ship|replace|honou?r"
+    r"|edit|delete|connect you|put you through|adjust|credit|charge|place|submit|split|merge|release|move|apply"
+)
 _ES_VERBS = (
     r"ayud|asist|proporcion|d[aá]r|facilit|compart|ofrec|hac|proces|realiz|cumpl|respond|contest|cancel"
     r"|cambi|modific|reembols|devolv|emit|aprob|gestion|continu|proced|apoy|fomentar|promov|explic|describ"
@@ -72,20 +81,32 @@ _IT_VERBS = (
     r"|descriv|cre|scriv|gener|autorizz|rivel|acced|gestir"
 )
 
+#: "can't", "won't", "am unable to", "am not allowed to" ... as a refusal says them after "I"
+_EN_CANNOT = (
+    r"can ?not|can'?t|won'?t|will not|shall not|must not|(?:not |un)able to|not going to"
+    r"|not (?:allowed|permitted|authori[sz]ed) to|won'?t be able to|will not be able to"
+    r"|(?:can ?not|can't) and (?:will not|won't)"
+)
+
+
+def _en_refused(modals: str, verbs: str) -> str:
+    """A refusal of one of `verbs`: "I (am sorry, I) <modal> [adverbs] <verb>"."""
+    return (
+        rf"\bi(?:'m|\s+am)?(?:\s+(?:afraid|sorry)(?:\s+that)?,?\s+i(?:'m|\s+am)?)?\s+(?:{modals})"
+        r"(?:\s+(?:really|actually|currently|personally|directly|simply|just|legally|ethically|responsibly"
+        r"|possibly|in good conscience|be able to|help you|assist you|further|fully|therefore|unfortunately"
+        rf"|,\s*unfortunately,?|offer or|provide or|and will not|and won't))*\s+(?:{verbs})\b"
+    )
+
+
 #: Refusal cues per language (regex sources, matched case-insensitively on the opening sentences of
 #: a reply after apostrophes are folded to '). Two kinds: a speaker who cannot or will not do what
 #: was asked, and an objection to the request itself ("it's not appropriate to ...").
 REFUSAL_CUES: dict[str, tuple[str, ...]] = {
     "en": (
         # I can't / won't / am unable to / am not able|allowed|going to / must decline ... <verb>
-        r"\bi(?:'m|\s+am)?(?:\s+(?:afraid|sorry)(?:\s+that)?,?\s+i(?:'m|\s+am)?)?\s+"
-        r"(?:can ?not|can'?t|won'?t|will not|shall not|must not|(?:not |un)able to|not going to"
-        r"|not (?:allowed|permitted|authori[sz]ed) to|do not|don'?t|won'?t be able to|will not be able to"
-        r"|(?:can ?not|can't) and (?:will not|won't))"
-        r"(?:\s+(?:really|actually|currently|personally|directly|simply|just|legally|ethically|responsibly"
-        r"|possibly|in good conscience|be able to|help you|assist you|further|fully|therefore|unfortunately"
-        r"|,\s*unfortunately,?|offer or|provide or|and will not|and won't))*"
-        rf"\s+(?:{_EN_VERBS})\b",
+        _en_refused(_EN_CANNOT + r"|do not|don'?t", _EN_VERBS),
+        _en_refused(_EN_CANNOT, _EN_SERVICE_VERBS),
         r"\bi(?:'m| am)\s+(?:just\s+)?an?\s+(?:ai|artificial intelligence|(?:ai\s+)?(?:language\s+)?model|assistant)"
         r"\b[^.!?\n]{0,40}?\b(?:and|so|,)\s+(?:i\s+)?(?:do not|don't|cannot|can't|won't|will not|am not able to)"
         rf"\s+(?:\w+\s+)?(?:{_EN_VERBS}|have the (?:ability|capability|capacity))\b",
@@ -237,7 +258,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
 #: until you confirm", "no haré cambios hasta que confirme".
 CONDITION_CUES: dict[str, str] = {
     "en": r"\b(?:until|unless|before|till|once)\s+(?:you|your|we\s+(?:have|receive|get)|i\s+(?:have|receive|get|hear))\b"
-    r"|\bwithout\s+(?:your|explicit|the|a|an|first)\b|\bif you (?:don't|do not|haven't)\b",
+    r"|\bwithout\s+(?:your|explicit|the|a|an|first)\b|\bif you (?:don't|do not|haven't)\b"
+    r"|\byet\s*(?:[.!;]|$)",  # "I won't delete it yet.": deferred, not refused
     "es": r"\b(?:hasta\s+que|a\s+menos\s+que|antes\s+de\s+que|mientras\s+no|sin\s+(?:su|tu|la)\s+"
     r"(?:confirmaci[oó]n|autorizaci[oó]n|consentimiento|aprobaci[oó]n))\b",
     "fr": r"\b(?:jusqu'à\s+ce\s+que|à\s+moins\s+que|avant\s+que|tant\s+que|sans\s+(?:votre|ta|ton|la)\s+"
@@ -264,6 +286,7 @@ NO_ANSWER_CUES: str = (
 #: A refusal that gives its reason: a policy, a rule, a condition the request does not meet.
 EXPLANATION_CUES: str = (
     r"\b(?:because|since|as\s+(?:the|your|this|it|per)|due to|per (?:our|the)|according to|under (?:the|our|current)"
+    r"|therefore|thus|hence|which means|as a result|for (?:this|that) reason|(?:that|which) is why"
     r"|in line with|policy|policies|rules?\b|regulations?|terms|guidelines|eligib\w+|not eligible|only\s+(?:be\s+)?"
     r"(?:possible|allowed|permitted|available|able|applies|applicable|for|within|if|when)|within \d+|requires?"
     r"|restricted|non-?refundable|once\s+\w+\s+(?:is|has been)|without (?:travel )?insurance|privacy|confidential"

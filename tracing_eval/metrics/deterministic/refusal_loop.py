@@ -176,7 +176,7 @@ class RefusalLoop(MetricBase):
     """Thread-scope runs of refusals that leave the user without a reason or a way on."""
 
     name = "refusal_loop"
-    version = "5"
+    version = "6"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
