@@ -145,7 +145,15 @@ def test_an_unprompted_ask_for_a_human_at_the_end_is_abandonment() -> None:
     assert _ending("Let me talk to a real person.")["abandoned"] is True
 
 
-@pytest.mark.parametrize("last", ["Why are you repeating yourself?", "You didn't answer my question."])
+@pytest.mark.parametrize(
+    "last",
+    [
+        "Why are you repeating yourself?",
+        "You didn't answer my question.",
+        "That doesn't answer my question.",
+        "This isn't helpful at all.",
+    ],
+)
 def test_leaving_annoyed_at_the_assistant_is_abandonment(last: str) -> None:
     assert _ending(last)["abandoned"] is True
 

@@ -217,6 +217,11 @@ def test_more_corrections_and_reminders(text: str, flag: str) -> None:
         ("Did you even read my message?", "frustration"),
         ("Never mind, you clearly can't help.", "frustration"),
         ("OMG this is taking forever.", "frustration"),
+        ("This isn't helpful at all.", "frustration"),
+        ("That wasn't very helpful.", "frustration"),
+        ("That doesn't answer my question.", "frustration"),
+        ("You keep suggesting the same thing.", "frustration"),
+        ("That's the same hotel you suggested before.", "frustration"),
     ],
 )
 def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -> None:
@@ -235,6 +240,10 @@ def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -
         "How many times a day does the bus run?",
         "How many times do I need to take it?",
         "The doctor said two times a day.",
+        "It isn't useful to book this early, is it?",
+        "Is that the same hotel you recommended?",
+        "Can I get the same one you suggested earlier?",
+        "Does that answer include the taxes?",
     ],
 )
 def test_the_same_words_about_something_else_are_no_friction(text: str) -> None:
@@ -380,6 +389,8 @@ def test_no_user_messages_is_not_applicable() -> None:
         "why is this so hard",
         "this is taking forever",
         "how many times do i have to say it",
+        "this isn't useful",
+        "that's the same one you suggested",
     ],
 )
 def test_the_cue_word_shortcut_never_hides_a_cue(text: str) -> None:

@@ -85,7 +85,12 @@ ANNOYANCE = Folded(
     r"|\bi (?:don'?t|do not) understand what you mean\b"
     r"|\b(?:that|this|it)\s+(?:doesn'?t|does not|didn'?t|did not)\s+help(?:\s+(?:me|us|at all|much))*\s*(?:[.!?]|$)"
     r"|^\W*(?:\w+\W+)?seriously\s*\?"
-    r"|\bwhy (?:do|are) you (?:still |always )?keep\w*\b|\byou keep (?:asking|saying|repeating|telling|giving|getting)\b"
+    r"|\bwhy (?:do|are) you (?:still |always )?keep\w*\b"
+    r"|\byou keep (?:asking|saying|repeating|telling|giving|getting|suggesting|recommending|showing|offering|sending)\b"
+    r"|^\W*(?:\w+\W+)?(?:that|this|it)(?:'s|\s+is)\s+the\s+same\s+(?:\w+\s+){0,2}?(?:that\s+)?you\s+(?:already\s+)?"
+    r"(?:suggested|recommended|showed|offered|gave|sent)\b"
+    r"|\b(?:this|that|it)\s+(?:isn'?t|wasn'?t)\s+(?:\w+\s+)?(?:helpful|helping|useful)(?:\s+at\s+all)?\s*(?:[.!?]|$)"
+    r"|\b(?:that|this|it)\s+(?:doesn'?t|does not|didn'?t|did not)\s+answer\s+(?:my|the)\s+question\b"
     r"|\bstop (?:repeating|saying|asking)\b|\brepeating yourself\b"
     r"|^\W*(?:\w+\W+)?(?:this|it)(?:'s|\s+is)?\s+(?:still\s+)?(?:isn'?t|not)\s+working\b"
     r"|\b(?:actually|just)\s+answer\s+(?:my|the)\s+question\b|\byou(?:'re|\s+are)\s+not\s+answering\b"
@@ -208,7 +213,7 @@ ANNOYANCE_NEEDS = (
     "useless", "pathetic", "incompetent", "hopeless", "stupid", "dumb", "frustrat", "annoy", "ridiculous", "absurd",
     "unacceptable", "help", "joke", "waste", "kidding", "joking", "serious", "listen", "read", "understand",
     "making sense", "get it", "why", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
-    "keep", "repeat", "stop", "working", "answer", "taking",
+    "keep", "repeat", "stop", "working", "answer", "taking", "useful", "same",
 )  # fmt: skip
 HUMAN_NEEDS = (
     "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect",

@@ -60,6 +60,7 @@ CUE_WORDS = frozenset(
     get listen read help give frustrated annoyed irritated angry upset tired fail failed
     human person agent representative rep manager supervisor operator someone
     seriously stop repeating answer answering answered transfer connect taking times hard difficult complicated
+    useful same
     """.split()
 )
 #: confirmations repeat by nature ("yes, please proceed"); they are not the user repeating a request
@@ -151,7 +152,7 @@ class UserFriction(MetricBase):
     """Per user turn friction flags and the thread's friction rate."""
 
     name = "user_friction"
-    version = "4"
+    version = "5"
     tier = "deterministic"
     scopes = ("turn", "thread")
     needs_answer = False
