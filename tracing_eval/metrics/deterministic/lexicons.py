@@ -130,7 +130,7 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         # objections: "it's not appropriate/ethical/safe ... to", "I don't think it's appropriate"
         r"\b(?:it|this|that)(?:'s| is| would be|'d be| was)\s+(?:not|never|neither)\s+"
         r"(?:\w+\s+)?(?:appropriate|ethical|acceptable|okay|ok|safe|responsible|legal|respectful|advisable"
-        r"|accurate|fair|right|productive|a good idea|best|valid|possible or (?:appropriate|ethical))\b",
+        r"|accurate|fair|right|productive|a good idea|best|valid|recommended|possible or (?:appropriate|ethical))\b",
         # "It would not be ethical for me to ...": the speaker's own objection
         r"\b(?:it|this|that)\s+(?:would\s+not|wouldn'?t)\s+be\s+(?:\w+\s+)?(?:appropriate|ethical|responsible|right"
         r"|okay|ok|fair|safe)\s+(?:for|of)\s+me\s+to\b",
