@@ -143,12 +143,14 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\bi\s+(?:must|have to|need to|should|feel obligated to)\s+(?:\w+\s+)?(?:clarify|point out|emphasi[sz]e"
         r"|stress|note|remind you|inform you|advise against|caution)\b[^.!?\n]{0,200}?"
         r"\b(?:not (?:appropriate|ethical|okay|acceptable|safe|legal|respectful)|inappropriate|unethical|illegal"
-        r"|harmful|offensive|disrespectful|never (?:appropriate|acceptable|okay)|dangerous)\b",
+        r"|harmful|offensive|disrespectful|never (?:appropriate|acceptable|okay)|dangerous|criminal|a crime"
+        r"|discriminat\w*)\b",
         r"\b(?:the|your|this)\s+(?:question|request|prompt)\s+(?:itself\s+)?(?:is|seems|contains|promotes|could be)"
         r"\s+(?:\w+\s+)?(?:harmful|unethical|inappropriate|offensive|not appropriate|dangerous|disrespectful"
         r"|not ethical|illegal)",
         r"\b(?:harmful|unethical|inappropriate|offensive) and (?:inaccurate|harmful|unethical|offensive) stereotype\b",
         r"\bi\s+(?:strongly\s+)?(?:condemn|discourage|advise against|urge you not to|cannot condone)\b",
+        r"\bshould\s+(?:never|not)\s+be\s+(?:\w+\s+or\s+)?(?:condoned|glorified|justified)\b",
         r"\b(?:is|are|was|were|would be)\s+(?:not|never)\s+(?:an?\s+)?(?:\w+\s+or\s+)?(?:appropriate|acceptable"
         r"|ethical|okay|justifiable|(?:morally\s+)?justified)\b",
         # scope and access limits of an assistant
