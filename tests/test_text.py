@@ -153,6 +153,10 @@ def test_split_sentences_splits_where_the_look_behind_pattern_does(text: str) ->
         "Rate limit exceeded",
         "Access denied",
         "Unknown error",
+        "1 validation error for BookFlight\nflight_id\n  Field required",  # the tool's arguments rejected
+        "Could not find a reservation with ID ABC123",
+        "Unable to process the request",
+        "Failed to fetch the weather for Paris",
     ],
 )
 def test_a_tool_result_that_reads_as_a_failure(result: object) -> None:
@@ -175,6 +179,8 @@ def test_a_tool_result_that_reads_as_a_failure(result: object) -> None:
         {"order_id": "W1", "items": [], "total": 3, "message": "2 items invalid for return"},  # a record, not a body
         "No errors found.",
         "Errors: none",
+        '{"note": "we could not find your bag at first, it is now on its way"}',
+        "Validation passed for 3 fields",
     ],
 )
 def test_a_tool_result_that_does_not_read_as_a_failure(result: object) -> None:

@@ -9,13 +9,18 @@ from collections.abc import Iterator
 
 import orjson
 
-#: "Error: ...", "Traceback ...", or a Python exception line ("KeyError: 'order_id'")
-_ERROR_PREFIX = re.compile(r"^\s*(?:(?i:error|exception|traceback|failed|failure)\b|[A-Z]\w*(?:Error|Exception):)")
+#: "Error: ...", "Traceback ...", a Python exception line ("KeyError: 'order_id'") or a pydantic
+#: validation error of the tool's arguments ("1 validation error for BookFlight")
+_ERROR_PREFIX = re.compile(
+    r"^\s*(?:(?i:error|exception|traceback|failed|failure)\b|[A-Z]\w*(?:Error|Exception):|\d+ validation errors? for\b)"
+)
 _ERROR_WORDS = re.compile(
     r"\b(not found|does not exist|invalid|unauthori[sz]ed|forbidden|timed? ?out|permission denied|connection refused"
     r"|access denied|rate limit(?:ed| exceeded)?|too many requests|quota exceeded|unknown error|an error occurred"
     r"|something went wrong|internal server error|service unavailable|(?:status(?: code)?|http)\s*[45]\d\d"
-    r"|(?:request|call|execution|operation|tool|command|connection) failed)\b",
+    r"|(?:request|call|execution|operation|tool|command|connection) failed"
+    r"|(?:could not|couldn'?t|unable to|failed to) (?:find|locate|connect|complete|process|retrieve|fetch|load|parse"
+    r"|resolve|reach|open|read|write|save|create|update|delete))\b",
     re.I,
 )
 #: keys of a JSON error body whose short text says what failed (`{"detail": "Not Found"}`)

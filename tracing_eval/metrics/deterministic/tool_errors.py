@@ -291,7 +291,7 @@ class ToolErrors(MetricBase):
     """Tool-call failures per turn and per thread; not applicable without tool calls."""
 
     name = "tool_errors"
-    version = "5"
+    version = "6"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
