@@ -59,6 +59,11 @@ def test_clean_reply() -> None:
         ("Hello %(name)s, welcome back!", None, "placeholder"),
         ("Here is the snippet:\n```\nprint(1)\n```\nHello {{ user.name }}, anything else?", None, "placeholder"),
         ("See the list at https://example.com/ and,", None, "truncated"),
+        # a chat template's special tokens leaked by a model served with the wrong template
+        ("Your order has shipped.<|im_end|>", None, "placeholder"),
+        ("Your order has shipped.<|eot_id|><|start_header_id|>assistant", None, "placeholder"),
+        ("Your order has shipped. [/INST] Anything else?", None, "placeholder"),
+        ("Your order has shipped.<end_of_turn>", None, "placeholder"),
     ],
 )
 def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> None:
@@ -90,6 +95,8 @@ def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> No
         "The form is here: [Link](https://example.com/form), and our [Address][1] is below.",
         "The price is 20% off, and 100%s are rare.",
         "In Python, `'%s' % name` formats a string.",
+        "Use a || b for a logical or; <s>strike</s> marks deleted text in HTML.",
+        "The model ends each turn with `<|im_end|>`, so strip it before display.",
     ],
 )
 def test_plausible_replies_pass(reply: str) -> None:

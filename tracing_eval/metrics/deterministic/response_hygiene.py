@@ -5,8 +5,9 @@ hand-off tool call such as `transfer_to_human_agents`), `truncated` (finish_reas
 or the reply stops mid-sentence: a dangling comma, conjunction or article, or an unclosed code
 fence; a reply that ends in a URL or a path such as `https://example.com/` is finished),
 `placeholder` (leaked template text such as `{{name}}`, `[INSERT ...]`, `[Customer Name]`,
-`<order_id>`, `%s`, `${x}` outside code, or a whole reply of `None` / `undefined` / `null`; template
-syntax inside a code block or inline code is content, as in an answer about Jinja), and `language`
+`<order_id>`, `%s`, `${x}` outside code, a chat template's special token such as `<|im_end|>` or
+`[/INST]`, or a whole reply of `None` / `undefined` / `null`; template syntax inside a code block
+or inline code is content, as in an answer about Jinja), and `language`
 (the reply is in another script, or another Latin-script language, than the user's message). Every
 turn gets a result: turns without an assistant message are `not_applicable`. The thread score is the
 share of clean turns.
@@ -56,7 +57,9 @@ PLACEHOLDER = re.compile(
     rf"|\[(?:{_FIELD})\](?![(\[])|<(?:{_FIELD})>"
     # a printf field left in prose: "order %s", "Hello %(name)s"
     r"|%\([A-Za-z_]\w*\)[sd]|(?<![\w%])%[sd](?![\w%])"
-    r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b",
+    r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b"
+    # a chat template's special token left in the text: "<|im_end|>", "<|eot_id|>", "[/INST]", "<end_of_turn>"
+    r"|<\|[A-Za-z_][\w.-]{0,40}\|>|\[/?INST\]|</?(?:start|end)_of_turn>",
 )
 #: every PLACEHOLDER match holds one of these: a cheap gate before stripping code and searching
 _MAYBE_PLACEHOLDER = ("{", "}", "$", "[", "<", "%", "undefined", "null", "None", "NaN")
@@ -154,7 +157,7 @@ class ResponseHygiene(MetricBase):
     """Binary per-turn hygiene of the reply; the thread score is the share of clean turns."""
 
     name = "response_hygiene"
-    version = "4"
+    version = "5"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
