@@ -57,28 +57,31 @@ _EN_SERVICE_VERBS = (
 _ES_VERBS = (
     r"ayud|asist|proporcion|d[aá]r|facilit|compart|ofrec|hac|proces|realiz|cumpl|respond|contest|cancel"
     r"|cambi|modific|reembols|devolv|emit|aprob|gestion|continu|proced|apoy|fomentar|promov|explic|describ"
-    r"|cre|escrib|gener|autoriz|revel|acced|tramit|atend|complac"
+    r"|cre|escrib|gener|autoriz|revel|acced|tramit|atend|complac|transfer|añad|agreg|elimin|quit|actualiz|envi"
+    r"|intercambi|reprogram"
 )
 _FR_VERBS = (
     r"aid|assist|fourni|donn|partag|propos|offri|fair|trait|effectu|répond|annul|modifi|chang|rembours"
     r"|émett|approuv|continu|procéd|expliqu|décri|cré|écri|génér|encourag|soutenir|promouvoir"
-    r"|accéd|révél|communiqu|accéder|accord|autoris|satisfai"
+    r"|accéd|révél|communiqu|accéder|accord|autoris|satisfai|transfér|ajout|supprim|retir|envoy|échang"
+    r"|reprogramm"
 )
 _DE_VERBS = (
     r"helfen|unterstützen|tun|machen|geben|bereitstellen|liefern|teilen|anbieten|bearbeiten|durchführen"
     r"|beantworten|antworten|stornieren|ändern|erstatten|zurückerstatten|ausstellen|genehmigen|fortfahren"
     r"|erklären|beschreiben|erstellen|schreiben|erfüllen|nachkommen|weitergeben|herausgeben|gewähren"
     r"|ermöglichen|vornehmen|abwickeln|umbuchen|buchen|zustimmen|befürworten|fördern|verraten|mitteilen"
+    r"|übertragen|weiterleiten|hinzufügen|entfernen|löschen|senden|schicken|aktualisieren|umtauschen|verschieben"
 )
 _PT_VERBS = (
     r"ajud|assist|fornec|d[aá]r|facilit|compartilh|partilh|ofere|faz|fazer|process|realiz|cumpr|respond"
     r"|cancel|alter|mud|modific|reembols|devolv|emit|aprov|continu|proced|apoi|incentiv|promov|explic"
-    r"|descrev|cri|escrev|ger|autoriz|revel|acess|atend"
+    r"|descrev|cri|escrev|ger|autoriz|revel|acess|atend|transfer|adicion|remov|exclu|envi|atualiz|troc"
 )
 _IT_VERBS = (
     r"aiut|assist|fornir|d[aà]r|facilit|condivid|offri|far|fare|elabor|eseguir|realizz|soddisf|rispond"
     r"|annull|cambi|modific|rimbors|emett|approv|continu|proced|support|sosten|incoraggi|promuov|spieg"
-    r"|descriv|cre|scriv|gener|autorizz|rivel|acced|gestir"
+    r"|descriv|cre|scriv|gener|autorizz|rivel|acced|gestir|trasferi|aggiung|rimuov|elimin|invi|aggiorn|scambi"
 )
 
 #: "can't", "won't", "am unable to", "am not allowed to" ... as a refusal says them after "I"
