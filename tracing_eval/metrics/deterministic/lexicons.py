@@ -158,7 +158,13 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"|ethical|okay|justifiable|(?:morally\s+)?justified)\b",
         # scope and access limits of an assistant
         r"\b(?:outside|beyond)\s+(?:of\s+)?(?:my|our)\s+(?:scope|capabilities|remit|area of)"
-        r"|\b(?:outside|beyond)\s+(?:of\s+)?the\s+scope\s+of\s+(?:my|our|this|what i)\b",
+        r"|\b(?:outside|beyond)\s+(?:of\s+)?the\s+scope\s+of\s+(?:my|our|this|what i)\b"
+        r"|\b(?:outside|beyond)\s+(?:of\s+)?what\s+(?:i|we)(?:'m|\s+am|'re|\s+are)?\s+(?:able\s+to|can|could"
+        r"|(?:allowed|permitted)\s+to)\b",
+        # the request refused in the passive: "that request can't be accommodated", "that won't be possible"
+        r"\b(?:that|this|it|your request|the request|that request|this request)\s+(?:can ?not|can'?t|won'?t|will not)"
+        r"\s+be\s+(?:accommodated|done|processed|granted|approved|fulfil+ed|arranged|honou?red)\b"
+        r"|\b(?:that|this)\s+(?:won'?t|will not)\s+be\s+possible\b",
         r"\bi\s+(?:can|am able to)\s+only\s+(?:help|assist|answer|discuss|provide)\b"
         r"|\bi\s+only\s+(?:help|assist)\s+with\b",
         r"\bi\s+(?:do not|don't)\s+have\s+access\s+to\b",
@@ -306,6 +312,7 @@ ALTERNATIVE_CUES: str = (
     r"|what i can do|i can (?:help|offer|assist|check|look|try|book|suggest)|i could (?:help|offer|check)"
     r"|would you like me to|shall i|i(?:'d| would) (?:recommend|suggest)"
     r"|you (?:may|can|could|might)\s+(?:want to\s+)?(?:contact|try|reach|consider|visit|call|consult|ask)"
+    r"|but you (?:can|could|may)\b"
     r"|reach out to|mental health professional|(?:hot|help|life|crisis |text )line|trusted (?:friend|adult|person)"
     r"|people who (?:care|love|want to help)|salud mental|l[ií]nea de|personas que se preocupan|santé mentale"
     r"|ligne d|personnes qui (?:tiennent|se soucient)|(?:telefon)?seelsorge|krisen|menschen,? die sich"
@@ -366,7 +373,7 @@ REFUSAL_TRIGGERS: frozenset[str] = frozenset(
     """
     not cannot unable unwilling never decline refuse refrain sorry afraid against inappropriate unethical
     stereotype condemn discourage urge advise scope capabilities remit area only rather prefer clarify point
-    care love alone suicide crisis reach pass cant wont dont outside
+    care love alone suicide crisis reach pass cant wont dont outside beyond
     personas línea linea profesional personnes ligne professionnel seul menschen telefonseelsorge seelsorge
     krisentelefon krisenhotline krisendienst allein pessoas linha profissional sozinho sozinha valorização
     persone telefono professionista solo sola
