@@ -222,6 +222,10 @@ def test_more_corrections_and_reminders(text: str, flag: str) -> None:
         ("That doesn't answer my question.", "frustration"),
         ("You keep suggesting the same thing.", "frustration"),
         ("That's the same hotel you suggested before.", "frustration"),
+        ("That's not the time I wanted.", "correction"),
+        ("Those aren't the seats I booked.", "correction"),
+        ("Hmm, that's not quite right.", "correction"),
+        ("I don't think you understood me.", "correction"),
     ],
 )
 def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -> None:
@@ -244,6 +248,9 @@ def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -
         "Is that the same hotel you recommended?",
         "Can I get the same one you suggested earlier?",
         "Does that answer include the taxes?",
+        "That's not the hotel I stayed at last time, but it looks nice.",
+        "It isn't quite ready yet, I'll write again tomorrow.",
+        "I don't think you'll believe how nice the view was.",
     ],
 )
 def test_the_same_words_about_something_else_are_no_friction(text: str) -> None:

@@ -15,9 +15,10 @@ from tracing_eval.text import Folded, could_match, sentences
 
 #: the user rejects or disputes what the reply said, did or assumed (no context needed)
 DISPUTE = Folded(
-    r"\b(?:that|this|it|which|those|these)(?:'s|\s+is|\s+was|\s+are|\s+were)\s+(?:not|n't)\s+"
-    r"(?:right|correct|true|accurate|what i|the (?:one|right|correct))\b"
-    r"|\b(?:isn'?t|wasn'?t|aren'?t)\s+(?:right|correct|true|accurate|what i)\b"
+    r"\b(?:(?:that|this|it|which|those|these)(?:'s|\s+is|\s+was|\s+are|\s+were)\s+(?:not|n't)|isn'?t|wasn'?t|aren'?t)"
+    r"\s+(?:(?:quite|exactly|entirely)\s+)?(?:right|correct|true|accurate|what i|the (?:one|right|correct)"
+    r"|the\s+(?:\w+\s+){1,2}?i\s+(?:wanted|asked|requested|said|meant|chose|booked|ordered|needed))\b"
+    r"|\bi\s+don'?t\s+think\s+you\s+(?:understood|understand|got\s+it|get\s+it|heard\s+me)\b"
     r"|\bnot what i (?:asked|said|wanted|meant|requested|need(?:ed)?|ordered|booked|chose)\b"
     r"|\b(?:that'?s|it'?s|this is|that is|it is|you(?:'re| are)|you(?:'ve)? got (?:it|that|this))\s+(?:\w+\s+)?"
     r"(?:wrong|incorrect|mistaken)\b"
@@ -208,7 +209,7 @@ def replaces_a_stated_value(text: str, reply: str) -> bool:
 DISPUTE_NEEDS = (
     "not", "n't", "isn", "wasn", "aren", "wrong", "incorrect", "mistaken", "misunderstood", "misheard", "misread",
     "mixed", "mistake", "error", "misunderstanding", "mix", "confusion", "never", "did", "sure", "cant", "believe",
-    "sense",
+    "sense", "think you",
 )  # fmt: skip
 REMINDER_NEEDS = ("already", "just", "said", "told", "mentioned", "asked", "explained", "wrote", "again", "time")
 RETRY_NEEDS = ("again", "check", "try", "keep")
