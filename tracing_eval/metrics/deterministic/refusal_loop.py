@@ -2,16 +2,17 @@
 
 Per reply, `is_refusal` reads the opening sentences (quotes set aside; opening courtesies such as
 "Hello! I'm here to help." not counted) for a speaker who cannot or will not do what was asked, or
-who objects to the request, in the languages of
-`lexicons.REFUSAL_LANGUAGES`; a negated action that waits on the user ("I won't make any changes
-until you confirm") or an answer that the request has none ("... is a fictional character") is no
-refusal. Text in another language or script is unknown (None), never "no refusal".
+who objects to the request, in the languages of `lexicons.REFUSAL_LANGUAGES`; a negated action that
+waits on the user ("I won't make any changes until you confirm") or is put off ("I won't delete it
+yet"), or an answer that the request has none ("... is a fictional character") is no refusal. Text
+in another language or script is unknown (None), never "no refusal".
 
-A refusal that gives its reason (a policy, a rule, a condition) is `explained`; one that offers a
-way on (a hand-off, an alternative) is `redirected`; otherwise it is `bare`. A run of consecutive
-refusing replies fails the user (`fully`) when it is three or more long, or the thread ends on it,
-and at least two of its refusals are bare: a correct policy denial repeated to an insistent user is
-not a failure. Any other run of two or more is `partial` (visible, passing).
+A refusal that gives its reason (a policy, a rule, a condition, or a fact it follows from: "...,
+which means I can't ...") is `explained`; one that offers a way on (a hand-off, an alternative) is
+`redirected`; otherwise it is `bare`. A run of consecutive refusing replies fails the user (`fully`)
+when it is three or more long, or the thread ends on it, and at least two of its refusals are bare:
+a correct policy denial repeated to an insistent user is not a failure. Any other run of two or more
+is `partial` (visible, passing).
 """
 
 from __future__ import annotations
