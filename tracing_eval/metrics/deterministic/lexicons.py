@@ -269,8 +269,7 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
 #: until you confirm", "no haré cambios hasta que confirme".
 CONDITION_CUES: dict[str, str] = {
     "en": r"\b(?:until|unless|before|till|once)\s+(?:you|your|we\s+(?:have|receive|get)|i\s+(?:have|receive|get|hear))\b"
-    r"|\bwithout\s+(?:your|explicit|the|a|an|first)\b|\bif you (?:don't|do not|haven't)\b"
-    r"|\byet\s*(?:[.!;]|$)",  # "I won't delete it yet.": deferred, not refused
+    r"|\bwithout\s+(?:your|explicit|the|a|an|first)\b|\bif you (?:don't|do not|haven't)\b",
     "es": r"\b(?:hasta\s+que|a\s+menos\s+que|antes\s+de\s+que|mientras\s+no|sin\s+(?:su|tu|la)\s+"
     r"(?:confirmaci[oó]n|autorizaci[oó]n|consentimiento|aprobaci[oó]n))\b",
     "fr": r"\b(?:jusqu'à\s+ce\s+que|à\s+moins\s+que|avant\s+que|tant\s+que|sans\s+(?:votre|ta|ton|la)\s+"
@@ -298,6 +297,9 @@ NO_ANSWER_CUES: str = (
 EXPLANATION_CUES: str = (
     r"\b(?:because|since|as\s+(?:the|your|this|it|per)|due to|per (?:our|the)|according to|under (?:the|our|current)"
     r"|therefore|thus|hence|which means|as a result|for (?:this|that) reason|(?:that|which) is why"
+    r"|,?\s+so\s+i(?:'m|\s+am)?\s+(?:can'?t|cannot|can not|won'?t|unable|not able)|more than (?:once|twice|\d+)"
+    r"|already\s+(?:been\s+)?(?:shipped|delivered|processed|cancel+ed|used|redeemed|refunded|exchanged|returned"
+    r"|modified|departed|flown|checked in|issued|completed|expired)"
     r"|in line with|policy|policies|rules?\b|regulations?|terms|guidelines|eligib\w+|not eligible|only\s+(?:be\s+)?"
     r"(?:possible|allowed|permitted|available|able|applies|applicable|for|within|if|when)|within \d+|requires?"
     r"|restricted|non-?refundable|once\s+\w+\s+(?:is|has been)|without (?:travel )?insurance|privacy|confidential"

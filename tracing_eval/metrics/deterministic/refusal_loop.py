@@ -45,6 +45,11 @@ _CONDITION = Folded("|".join(f"(?:{p})" for p in lexicons.CONDITION_CUES.values(
 _NO_ANSWER = Folded(lexicons.NO_ANSWER_CUES)
 _GOES_ON = Folded(lexicons.GOES_ON_CUES)
 _IDIOM = Folded(lexicons.IDIOM_CUES)
+#: right after the refused verb (and its object): the refusal is put off, not made ("I won't delete it yet")
+_DEFERRED = re.compile(
+    r"(?:\s+(?:it|that|this|them|these|those|anything|any\s+\w+|the\s+\w+|your\s+\w+))?\s+yet\s*(?:[.!;,]|$)",
+    re.IGNORECASE,
+)
 _EXPLAINED = Folded(lexicons.EXPLANATION_CUES)
 _REDIRECTED = Folded(lexicons.ALTERNATIVE_CUES)
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
@@ -112,7 +117,11 @@ def read(text: str) -> tuple[str | None, str | None]:
     for sentence in sentences:
         for cue in cues:
             for m in cue.finditer(sentence):
-                if _CONDITION.search(sentence, m.end()) or _IDIOM.search(sentence[m.start() : m.end() + 40]):
+                if (
+                    _CONDITION.search(sentence, m.end())
+                    or _DEFERRED.match(sentence, m.end())
+                    or _IDIOM.search(sentence[m.start() : m.end() + 40])
+                ):
                     continue
                 if any(_GOES_ON.search(s) or _NO_ANSWER.search(s) for s in sentences):
                     return None, None
