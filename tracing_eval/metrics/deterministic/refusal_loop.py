@@ -102,6 +102,15 @@ def _negated_token(opening: str) -> bool:
     return bool(_NEGATED_TOKEN.search(opening))
 
 
+def may_refuse(low: str, words_: list[str] | None = None) -> bool:
+    """False when lower-cased `low` cannot hold a refusal cue: every cue has a trigger word
+    (`lexicons.REFUSAL_TRIGGERS`), a word ending in n't, starting with n' or `kein` (a cheap
+    pre-filter; `words_` are its words when the caller has them)."""
+    if words_ is None:
+        words_ = (_ASCII_TOKEN if low.isascii() else _TOKEN).findall(low)
+    return not lexicons.REFUSAL_TRIGGERS.isdisjoint(words_) or _negated_token(low)
+
+
 def read(text: str) -> tuple[str | None, str | None]:
     """(why the lexicons cannot read the reply, the opening sentence in which it refuses); one pass."""
     opening = text[:HEAD_CHARS].lower()
@@ -109,12 +118,13 @@ def read(text: str) -> tuple[str | None, str | None]:
     why = languages.uncovered_language(text, lexicons.REFUSAL_LANGUAGES, words_=ws)
     if why is not None:
         return why, None
-    # cheap pre-filter: every cue has a trigger word, a word ending in n't, starting with n' or kein
-    if lexicons.REFUSAL_TRIGGERS.isdisjoint(ws) and not _negated_token(opening):
+    if not may_refuse(opening, ws):
         return None, None
     sentences = head(text)
     cues = (_CUE, _CUE_ELSEWHERE) if languages.maybe_elsewhere(text, words_=ws) else (_CUE,)
     for sentence in sentences:
+        if not may_refuse(sentence.lower()):  # the same test per sentence: most have no trigger
+            continue
         for cue in cues:
             for m in cue.finditer(sentence):
                 if (
