@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 
 from tracing_eval.conventions import genai, langfuse, openinference, traceloop, vercel
@@ -117,6 +118,7 @@ def thread_id(span: Span) -> str | None:
     return None
 
 
+@cache  # a fixed set of extractors; readings ask for it on every span
 def _source(fn: Callable[..., Any]) -> str:
     """Where a reading came from, for `tracing-eval inspect`: `openinference.output_messages`."""
     return f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
