@@ -12,8 +12,9 @@ import hashlib
 import sqlite3
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import cached_property
 from itertools import groupby
 from typing import Any
 
@@ -307,7 +308,6 @@ class SqlStore:
                 # a trace not stored before has no spans yet: each of its spans changes it, so they are
                 # written in a plain executemany; spans of stored traces say whether they changed. On
                 # PostgreSQL the runs go in key order (the rows' lock order, see above).
-                returning = self._span_upsert().returning(t.spans.c.trace_id)
                 runs = (
                     [(k, list(g)) for k, g in groupby(span_rows, lambda r: r[0] in existing)]
                     if self.dialect == "postgresql"
@@ -318,11 +318,11 @@ class SqlStore:
                     if not run:
                         continue
                     if not stored_before:
-                        await self._executemany(conn, "spans", self._span_upsert(), _SPAN_COLUMNS, run)
+                        await self._executemany(conn, "spans", self._span_upsert, _SPAN_COLUMNS, run)
                         changed.update(r[0] for r in run)
                         continue
                     for chunk in _chunks([dict(zip(_SPAN_COLUMNS, r, strict=True)) for r in run]):
-                        changed.update((await conn.execute(returning, list(chunk))).scalars())
+                        changed.update((await conn.execute(self._span_returning, list(chunk))).scalars())
                 stats.spans = len(span_rows)
             if batch.events:
                 rows = []
@@ -380,8 +380,14 @@ class SqlStore:
             for node_id, (parent, data) in sorted(found.items())
         ]
         if rows:
-            insert = self._insert(t.messages).on_conflict_do_nothing()
-            await self._executemany(conn, "messages", insert, _MESSAGE_COLUMNS, rows)
+            await self._executemany(
+                conn, "messages", lambda: self._insert(t.messages).on_conflict_do_nothing(), _MESSAGE_COLUMNS, rows
+            )
+
+    @cached_property
+    def _span_returning(self) -> Any:
+        """`_span_upsert` returning the trace of each span it wrote."""
+        return self._span_upsert().returning(t.spans.c.trace_id)
 
     def _span_upsert(self) -> Any:
         """Insert a span, or replace the stored one when its data differs."""
@@ -392,15 +398,48 @@ class SqlStore:
             where=t.spans.c.data != ins.excluded.data,
         )
 
+    def _trace_upsert(self) -> Any:
+        ins = self._insert(t.traces)
+        return ins.on_conflict_do_update(
+            index_elements=[t.traces.c.trace_id],
+            set_={
+                "thread_key": ins.excluded.thread_key,
+                "conversation_id": ins.excluded.conversation_id,
+                "start_ns": ins.excluded.start_ns,
+                "last_received_at": ins.excluded.last_received_at,
+                "revision": t.traces.c.revision + literal_column("1"),  # literals: no parameter
+            },
+        )
+
+    def _thread_upsert(self) -> Any:
+        ins = self._insert(t.threads)
+        return ins.on_conflict_do_update(
+            index_elements=[t.threads.c.key],
+            set_={
+                "version": t.threads.c.version + literal_column("1"),
+                "last_activity_at": ins.excluded.last_activity_at,
+                "conversation_id": func.coalesce(t.threads.c.conversation_id, ins.excluded.conversation_id),
+                "status": literal_column("'active'"),
+                "attempts": literal_column("0"),
+                "next_eligible_at": literal_column("0.0"),
+            },
+        )
+
     async def _executemany(
-        self, conn: AsyncConnection, name: str, stmt: Any, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
+        self,
+        conn: AsyncConnection,
+        name: str,
+        build: Callable[[], Any],
+        columns: tuple[str, ...],
+        rows: list[tuple[Any, ...]],
     ) -> None:
-        """`stmt` once per row (values of `columns`, in that order) in one executemany of the driver,
-        without SQLAlchemy's handling of each row: for the ingest's bulk inserts of plain values. The
-        statement is compiled once per store and name."""
+        """The statement `build` makes, once per row (values of `columns`, in that order), in one
+        executemany of the driver, without SQLAlchemy's handling of each row: for the bulk inserts of
+        plain values. The statement is built and compiled once per store and name (building an upsert
+        costs more than running it on a small batch)."""
         sql = self._compiled.get(name)
         if sql is None:
-            compiled = stmt.compile(dialect=self.engine.dialect, column_keys=list(columns))
+            compiled = build().compile(dialect=self.engine.dialect, column_keys=list(columns))
             assert tuple(compiled.positiontup or ()) == columns, compiled.positiontup
             sql = self._compiled[name] = str(compiled)
         await conn.exec_driver_sql(sql, rows)
@@ -441,36 +480,13 @@ class SqlStore:
                 trace_rows.append((tid, row.thread_key, row.conversation_id, row.start_ns, now, 1, False))
         if trace_rows:
             trace_rows.sort(key=lambda r: r[0])  # one lock order across concurrent ingests
-            ins = self._insert(t.traces)
-            upsert = ins.on_conflict_do_update(
-                index_elements=[t.traces.c.trace_id],
-                set_={
-                    "thread_key": ins.excluded.thread_key,
-                    "conversation_id": ins.excluded.conversation_id,
-                    "start_ns": ins.excluded.start_ns,
-                    "last_received_at": ins.excluded.last_received_at,
-                    "revision": t.traces.c.revision + literal_column("1"),  # literals: no parameter
-                },
-            )
-            await self._executemany(conn, "traces", upsert, _TRACE_COLUMNS, trace_rows)
+            await self._executemany(conn, "traces", self._trace_upsert, _TRACE_COLUMNS, trace_rows)
         if touched:
             rows = [
                 (key, batch.source, conv, 1, 0, 0, now, now, is_sampled(key, self.sample_rate), "active", 0, 0.0)
                 for key, conv in sorted(touched.items())
             ]
-            ins = self._insert(t.threads)
-            upsert = ins.on_conflict_do_update(
-                index_elements=[t.threads.c.key],
-                set_={
-                    "version": t.threads.c.version + literal_column("1"),
-                    "last_activity_at": ins.excluded.last_activity_at,
-                    "conversation_id": func.coalesce(t.threads.c.conversation_id, ins.excluded.conversation_id),
-                    "status": literal_column("'active'"),
-                    "attempts": literal_column("0"),
-                    "next_eligible_at": literal_column("0.0"),
-                },
-            )
-            await self._executemany(conn, "threads", upsert, _THREAD_COLUMNS, rows)
+            await self._executemany(conn, "threads", self._thread_upsert, _THREAD_COLUMNS, rows)
         for key, into in sorted(moved.items()):  # a trace joined its conversation: its histories go along
             await self._copy_nodes(conn, key, into)
             if key in touched:
@@ -736,11 +752,13 @@ class SqlStore:
         if not parts:
             return
         rows = [(tid, rev, data) for tid, (rev, data) in sorted(parts.items())]
+        await self._executemany(conn, "turns", self._turn_upsert, _TURN_COLUMNS, rows)
+
+    def _turn_upsert(self) -> Any:
         ins = self._insert(t.turns)
-        upsert = ins.on_conflict_do_update(
+        return ins.on_conflict_do_update(
             index_elements=[t.turns.c.trace_id], set_={"revision": ins.excluded.revision, "data": ins.excluded.data}
         )
-        await self._executemany(conn, "turns", upsert, _TURN_COLUMNS, rows)
 
     async def _write_results(
         self, conn: AsyncConnection, recorded: list[tuple[Claim, list[Outgoing]]], sinks: list[str], now: float
@@ -768,16 +786,19 @@ class SqlStore:
                     anchor_json = anchors[id(o.anchor)] = pydantic_core.to_json(o.anchor)
                 payload = result_payload(o.id, claim.thread_key, claim.version, o.target, anchor_json, data)
                 deliveries += [(s, "result", o.id, digest, payload, now, 0, 0.0, False) for s in sinks]
+        rows.sort(key=lambda r: r[0])  # one lock order across replicas
+        await self._executemany(conn, "results", self._result_upsert, _RESULT_COLUMNS, rows)
+        if deliveries:
+            await self._executemany(
+                conn, "outbox", lambda: self._insert(t.outbox).on_conflict_do_nothing(), _OUTBOX_COLUMNS, deliveries
+            )
+
+    def _result_upsert(self) -> Any:
         ins = self._insert(t.results)
-        upsert = ins.on_conflict_do_update(
+        return ins.on_conflict_do_update(
             index_elements=[t.results.c.id],
             set_={c: ins.excluded[c] for c in ("thread_version", "digest", "data", "updated_at", "target")},
         )
-        rows.sort(key=lambda r: r[0])  # one lock order across replicas
-        await self._executemany(conn, "results", upsert, _RESULT_COLUMNS, rows)
-        if deliveries:
-            outbox = self._insert(t.outbox).on_conflict_do_nothing()
-            await self._executemany(conn, "outbox", outbox, _OUTBOX_COLUMNS, deliveries)
 
     async def _write_review(self, conn: AsyncConnection, claim: Claim, review: ReviewRequest, now: float) -> None:
         rv = t.review_items.c
