@@ -3,6 +3,7 @@
     .venv/bin/python bench/profile_drain.py                       # 1,000 conversations
     .venv/bin/python bench/profile_drain.py --cprofile 30         # and the 30 costliest functions
     .venv/bin/python bench/profile_drain.py --steady              # turn by turn, not a backlog
+    .venv/bin/python bench/profile_drain.py --sink otlp --telemetry   # delivered, and counted as the sidecar does
 
 `bench/workload.py` conversations are ingested into a new SQLite file (not timed), then one process
 pinned to core 0 runs the real `Pipeline` with the deterministic pack and no sink until every thread
@@ -84,6 +85,7 @@ async def run(args: argparse.Namespace) -> None:
     from tracing_eval.ingest import make_batch
     from tracing_eval.metrics.catalogue import build_metrics
     from tracing_eval.store.sql import SqlStore
+    from tracing_eval.telemetry import Telemetry
     from tracing_eval.worker import tune_gc
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -144,6 +146,7 @@ async def run(args: argparse.Namespace) -> None:
             owner="profile",
             sinks=sinks,
             clock=lambda: clock[0],
+            telemetry=Telemetry() if args.telemetry else None,
         )
         tune_gc()  # as `tracing-eval run` does
         profiler = cProfile.Profile() if args.cprofile else None
@@ -268,6 +271,9 @@ def main() -> None:
         "--steady",
         action="store_true",
         help="turn by turn: every turn evaluated as it settles, each thread once idle (not a backlog)",
+    )
+    ap.add_argument(
+        "--telemetry", action="store_true", help="count in the Prometheus series, as `tracing-eval run` does"
     )
     ap.add_argument("--cprofile", type=int, default=0, metavar="N", help="print the N costliest functions")
     args = ap.parse_args()

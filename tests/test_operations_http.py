@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
 from structlog.testing import capture_logs
 
 from tests.conftest import BACKENDS, EXAMPLES
@@ -563,6 +565,41 @@ def test_a_sinks_run_of_failures_ends_with_a_success_and_ignores_refused_payload
     assert t.registry.get_sample_value("tracing_eval_sink_errors_total", {"sink": "webhook", "kind": "review"}) == 3
     delivered = {"sink": "webhook", "kind": "review", "outcome": "delivered"}
     assert t.registry.get_sample_value("tracing_eval_sink_deliveries_total", delivered) == 1
+
+
+@pytest.mark.parametrize("batch", [True, False])
+async def test_every_evaluation_and_delivered_row_is_counted_once(
+    settings: Settings, store: SqlStore, batch: bool
+) -> None:
+    """Counted by series, not one by one: the counters still add up to every result and every row
+    each sink took, per metric and status and per kind (results and review items)."""
+    got: list[Delivery] = []
+
+    class Hook(BaseSink):
+        name = "hook"
+
+        async def deliver(self, delivery: Delivery) -> None:
+            got.append(delivery)
+
+    hook = Hook()
+    hook.batch = batch
+    telemetry = Telemetry()
+    pipeline = build_pipeline(settings, store, [], ["local"], complete=False, telemetry=telemetry)
+    pipeline.sources = [OtlpFileSource(EXAMPLES / "otel-genai.otlp.jsonl", complete=True)]
+    pipeline.sinks = [hook]
+    stats = await pipeline.tick(settle_all=True)
+    async with store.engine.connect() as conn:
+        stored = (await conn.execute(select(schema.results.c.data))).scalars().all()
+    sample = telemetry.registry.get_sample_value
+    by_series = Counter((r["metric"], r["status"]) for r in map(json.loads, stored))
+    assert len(by_series) > 5 and max(by_series.values()) > 1
+    for (metric, status), n in by_series.items():
+        assert sample("tracing_eval_evaluations_total", {"metric": metric, "status": status}) == n
+    kinds = Counter(d.kind for d in got)
+    assert kinds["result"] == len(stored) and kinds["review"] == stats.routed_to_review > 0
+    assert stats.delivery.delivered == len(got)
+    for kind, n in kinds.items():
+        assert sample("tracing_eval_sink_deliveries_total", {"sink": "hook", "kind": kind, "outcome": "delivered"}) == n
 
 
 def test_workers_in_one_process_keep_their_own_registries() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -222,8 +223,8 @@ async def _attempt(
         await store.outbox_done([row.id for row, _ in rows], now)
         stats.delivered += len(rows)
         if telemetry is not None:
-            for row, _ in rows:
-                telemetry.delivery(sink.name, row.kind, "delivered", now)
+            for kind, n in Counter(row.kind for row, _ in rows).items():
+                telemetry.delivery(sink.name, kind, "delivered", now, rows=n)
 
 
 async def _settle_failed(
