@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import threading
 from collections import defaultdict
@@ -482,3 +483,34 @@ def test_a_ca_file_from_the_environment_verifies_the_endpoint(no_otel_env: None)
         tls_verify(
             {"OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE": "/nonexistent/ca.pem", "OTEL_EXPORTER_OTLP_CERTIFICATE": "x"}
         )
+
+
+async def test_a_sent_body_is_freed_at_once_not_at_the_next_garbage_collection(
+    collector: tuple[Collector, str], no_otel_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """httpx keeps each request in a reference cycle: a body it holds lives until the collector runs,
+    which the sidecar makes rare (`worker.tune_gc`). The sink's bodies go as soon as they are sent,
+    with their length (not chunked)."""
+    c, url = collector
+    freed: list[int] = []
+
+    class Body(bytes):
+        def __del__(self) -> None:
+            freed.append(len(self))
+
+    sink = sink_for(url)
+    encode = sink.encode
+    monkeypatch.setattr(sink, "encode", lambda deliveries, now_ns: Body(encode(deliveries, now_ns)))
+    batch = [
+        payload(score_result(f"m{i}", 1.0, threshold=0.5), target="thread", anchor=THREAD_ANCHOR) for i in range(50)
+    ]
+    gc.disable()
+    try:
+        for _ in range(3):
+            await sink.deliver_batch(batch)
+        assert len(freed) == 3 and min(freed) > 5_000
+    finally:
+        gc.enable()
+        await sink.aclose()
+    assert len(c.events) == 150
+    assert all(h["content-length"] == str(freed[0]) and "transfer-encoding" not in h for h in c.headers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ from tests.support.langfuse_harness import (
 from tracing_eval.assemble import thread_from_traces
 from tracing_eval.config import JudgeSettings, Settings
 from tracing_eval.connectors.langfuse import LangfuseClient, LangfuseError, LangfuseSink
+from tracing_eval.connectors.langfuse import client as client_module
 from tracing_eval.connectors.langfuse.configs import REVIEW_CONFIG
 from tracing_eval.connectors.langfuse.sink import ScoreWriter
 from tracing_eval.connectors.otlp.file_source import OtlpFileSource
@@ -246,6 +248,34 @@ async def test_batch_scores_endpoint_with_timestamps(settings: Settings, write: 
             assert len(server.scores) == rows and all(w.replaced for w in server.score_requests[len(writes) :])
         finally:
             await worker.stop()
+        server.assert_no_violations()
+
+
+async def test_a_sent_body_is_freed_at_once_not_at_the_next_garbage_collection(monkeypatch: pytest.MonkeyPatch):
+    """httpx keeps each request in a reference cycle: the client's JSON bodies go as soon as they are
+    sent (the sidecar's collector runs rarely), with their length and type."""
+    freed: list[int] = []
+
+    class Body(bytes):
+        def __del__(self) -> None:
+            freed.append(len(self))
+
+    encode = client_module.json_body
+    monkeypatch.setattr(client_module, "json_body", lambda value: Body(encode(value)))
+    score = {"id": "x", "name": "reask", "traceId": "t", "value": 1.0, "dataType": "NUMERIC"}
+    with FakeLangfuseServer("v4") as server:
+        client = LangfuseClient(lf_settings(server))
+        gc.disable()
+        try:
+            for n in range(3):
+                await ScoreWriter(client, "ingestion").write([({**score, "id": f"x{n}"}, "2026-11-30T10:00:00.000Z")])
+            assert len(freed) == 3
+        finally:
+            gc.enable()
+            await client.aclose()
+        assert len(server.scores) == 3
+        [sent] = {(r.headers["content-type"], r.headers["content-length"]) for r in server.requests}
+        assert sent == ("application/json", str(freed[0]))
         server.assert_no_violations()
 
 
