@@ -40,6 +40,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -225,16 +227,30 @@ def drain(conversations: int, store_url: str, workdir: Path, batch: int, sink: s
     }
 
 
-def run_backend(
-    backend: str, paths: list[Path], conversations: int, batch: int, sink: str, keep: bool
-) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="tracing-eval-backlog-"))
+@contextmanager
+def scratch_store(backend: str, name: str, keep: bool = False) -> Iterator[tuple[str, Path, str | None]]:
+    """A new store of `backend` for one run: its URL, a temporary folder (the SQLite file is there) and
+    the PostgreSQL database's name (None on SQLite); the database is dropped afterwards and the folder
+    removed unless `keep`."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"tracing-eval-{name}-"))
     db_name = None
     if backend == "sqlite":
         store_url = f"sqlite+aiosqlite:///{workdir / 'store.db'}"
     else:
-        db_name, store_url = replicas.new_database("bench_backlog")
+        db_name, store_url = replicas.new_database(f"bench_{name}")
     try:
+        yield store_url, workdir, db_name
+    finally:
+        if db_name is not None:
+            replicas.admin(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_backend(
+    backend: str, paths: list[Path], conversations: int, batch: int, sink: str, keep: bool
+) -> dict[str, Any]:
+    with scratch_store(backend, "backlog", keep) as (store_url, workdir, db_name):
         soak.log(f"{backend}: ingest with evaluation paused")
         first = ingest(paths, store_url, workdir)
         if backend == "sqlite":
@@ -244,11 +260,6 @@ def run_backend(
         soak.log(f"{backend}: drain")
         second = drain(conversations, store_url, workdir, batch, sink)
         return {"backend": backend, "sink": sink, "ingest": first, "drain": second}
-    finally:
-        if db_name is not None:
-            replicas.admin(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> None:

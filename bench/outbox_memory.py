@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import replicas  # noqa: E402
 import soak  # noqa: E402
-from backlog import RssSampler, env_for  # noqa: E402
+from backlog import RssSampler, env_for, scratch_store  # noqa: E402
 from common import machine, table, write_json  # noqa: E402
 
 SIDECAR_CORE = 0
@@ -114,21 +111,11 @@ def deliver(url: str, rows: int, workdir: Path) -> dict[str, Any]:
 
 
 def run_backend(backend: str, rows: int) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="tracing-eval-outbox-"))
-    db_name = None
-    if backend == "sqlite":
-        url = f"sqlite+aiosqlite:///{workdir / 'store.db'}"
-    else:
-        db_name, url = replicas.new_database("bench_outbox")
-    try:
+    with scratch_store(backend, "outbox") as (url, workdir, _):
         soak.log(f"{backend}: {rows:,} rows waiting")
         asyncio.run(fill(url, rows))
         soak.log(f"{backend}: delivering")
         return {"backend": backend, **deliver(url, rows, workdir)}
-    finally:
-        if db_name is not None:
-            replicas.admin(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> None:
