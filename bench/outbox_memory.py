@@ -8,7 +8,7 @@ VmRSS is sampled every 0.5 s until the outbox is empty, VmHWM read at the end.
     .venv/bin/python bench/outbox_memory.py                           # 600,000 rows, SQLite and PostgreSQL
     .venv/bin/python bench/outbox_memory.py --rows 200000 --backends postgresql
 
-Before the request bodies were sent as one-shot streams (`connectors/request_body.py`), httpx kept
+Before the request bodies were sent as one-shot streams (`connectors/http_bodies.py`), httpx kept
 each sent body alive until the garbage collector reached its request's reference cycle, and the
 sidecar grew by about 200 MiB during such a round (docs/reliability.md).
 """

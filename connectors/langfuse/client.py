@@ -21,9 +21,9 @@ from langfuse.api import AsyncLangfuseAPI, CreateScoreRequest
 from langfuse.api.core.api_error import ApiError
 
 from tracing_eval.config import ConfigError
+from tracing_eval.connectors.http_bodies import ReleasingClient, json_body, one_shot
 from tracing_eval.connectors.langfuse.mapping import iso
 from tracing_eval.connectors.langfuse.settings import LangfuseSettings
-from tracing_eval.connectors.request_body import json_body, one_shot
 from tracing_eval.ratelimit import backoff_delay, retry_after_seconds
 
 log = structlog.get_logger(__name__)
@@ -107,7 +107,7 @@ class LangfuseClient:
         self.base_url = settings.resolved_base_url()
         self.public_key = public_key
         self._sleep = sleep
-        self._http = httpx.AsyncClient(
+        self._http = ReleasingClient(
             auth=httpx.BasicAuth(public_key, secret_key),
             timeout=settings.timeout_seconds,
             transport=transport,

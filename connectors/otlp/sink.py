@@ -33,8 +33,8 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.trace import TraceFlags
 from opentelemetry.util.re import parse_env_headers
 
+from tracing_eval.connectors.http_bodies import ReleasingClient, one_shot
 from tracing_eval.connectors.otlp.sink_settings import OtlpSinkSettings
-from tracing_eval.connectors.request_body import one_shot
 from tracing_eval.delivery import Anchor, Delivery, ResultDelivery
 from tracing_eval.settings_base import ConfigError
 from tracing_eval.sinks import BaseSink, PermanentSinkError
@@ -221,7 +221,7 @@ class OtlpEvaluationSink(BaseSink):
         headers = _headers(settings.headers)
         if self._gzip:
             headers["content-encoding"] = "gzip"
-        self._client = httpx.AsyncClient(headers=headers, timeout=settings.timeout_seconds, verify=tls_verify())
+        self._client = ReleasingClient(headers=headers, timeout=settings.timeout_seconds, verify=tls_verify())
 
     def encode(self, deliveries: Sequence[Delivery], now_ns: int) -> bytes:
         """The export request for the results among `deliveries`, serialised (empty when none)."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 import gc
 import json
 import time
+import weakref
 from collections import Counter
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import EXAMPLES
@@ -26,6 +28,7 @@ from tests.support.langfuse_harness import (
     ms,
     outbox_deliveries,
     scored_results,
+    seed_standard,
 )
 from tracing_eval.assemble import thread_from_traces
 from tracing_eval.config import JudgeSettings, Settings
@@ -33,6 +36,7 @@ from tracing_eval.connectors.langfuse import LangfuseClient, LangfuseError, Lang
 from tracing_eval.connectors.langfuse import client as client_module
 from tracing_eval.connectors.langfuse.configs import REVIEW_CONFIG
 from tracing_eval.connectors.langfuse.sink import ScoreWriter
+from tracing_eval.connectors.langfuse.source import V4_FIELDS
 from tracing_eval.connectors.otlp.file_source import OtlpFileSource
 from tracing_eval.identity import is_sampled
 from tracing_eval.judge import JudgeClient
@@ -276,6 +280,31 @@ async def test_a_sent_body_is_freed_at_once_not_at_the_next_garbage_collection(m
         assert len(server.scores) == 3
         [sent] = {(r.headers["content-type"], r.headers["content-length"]) for r in server.requests}
         assert sent == ("application/json", str(freed[0]))
+        server.assert_no_violations()
+
+
+async def test_a_read_response_is_freed_at_once_not_at_the_next_garbage_collection():
+    """The client's own calls and the Langfuse SDK's (pages of observations) leave no response
+    waiting for the collector: a page read is freed with its last reference."""
+    seen: list[weakref.ref[httpx.Response]] = []
+
+    async def keep(response: httpx.Response) -> None:
+        seen.append(weakref.ref(response))
+
+    with FakeLangfuseServer("v4") as server:
+        seed_standard(server)
+        client = LangfuseClient(lf_settings(server))
+        client._http.event_hooks["response"].append(keep)
+        end = server.now()
+        gc.disable()
+        try:
+            assert await client.get_json("/health")
+            page, _ = await client.observations(start=end - timedelta(days=1), end=end, fields=V4_FIELDS, limit=50)
+            assert page
+            assert len(seen) == 2 and [r() for r in seen] == [None, None]
+        finally:
+            gc.enable()
+            await client.aclose()
         server.assert_no_violations()
 
 
