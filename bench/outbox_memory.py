@@ -8,9 +8,9 @@ VmRSS is sampled every 0.5 s until the outbox is empty, VmHWM read at the end.
     .venv/bin/python bench/outbox_memory.py                           # 600,000 rows, SQLite and PostgreSQL
     .venv/bin/python bench/outbox_memory.py --rows 200000 --backends postgresql
 
-Before the request bodies were sent as one-shot streams (`connectors/http_bodies.py`), httpx kept
-each sent body alive until the garbage collector reached its request's reference cycle, and the
-sidecar grew by about 200 MiB during such a round (docs/reliability.md).
+Before the sinks' clients let go of each response once read (`connectors/http_bodies.py`), httpx
+kept each sent body alive until the garbage collector reached its request's reference cycle, and
+the sidecar grew by about 200 MiB during such a round (docs/reliability.md).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from langfuse.api import AsyncLangfuseAPI, CreateScoreRequest
 from langfuse.api.core.api_error import ApiError
 
 from tracing_eval.config import ConfigError
-from tracing_eval.connectors.http_bodies import ReleasingClient, json_body, one_shot
+from tracing_eval.connectors.http_bodies import ReleasingClient
 from tracing_eval.connectors.langfuse.mapping import iso
 from tracing_eval.connectors.langfuse.settings import LangfuseSettings
 from tracing_eval.ratelimit import backoff_delay, retry_after_seconds
@@ -164,11 +164,9 @@ class LangfuseClient:
         """One REST call under `/api/public`, retried; a non-`ok` status raises `LangfuseError`."""
         url = f"{self.base_url}{API}{path}"
         what = f"{method} {path}"
-        body = None if json is None else json_body(json)
 
         async def call() -> httpx.Response:
-            sent = {} if body is None else one_shot(body, "application/json")  # a new stream per attempt
-            response = await self._http.request(method, url, params=_params(params), **sent)
+            response = await self._http.request(method, url, params=_params(params), json=json)
             if response.status_code not in ok:
                 raise LangfuseError(
                     f"{what}: HTTP {response.status_code}: {str(_body(response))[:300]}",

@@ -33,7 +33,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.trace import TraceFlags
 from opentelemetry.util.re import parse_env_headers
 
-from tracing_eval.connectors.http_bodies import ReleasingClient, one_shot
+from tracing_eval.connectors.http_bodies import ReleasingClient
 from tracing_eval.connectors.otlp.sink_settings import OtlpSinkSettings
 from tracing_eval.delivery import Anchor, Delivery, ResultDelivery
 from tracing_eval.settings_base import ConfigError
@@ -251,7 +251,7 @@ class OtlpEvaluationSink(BaseSink):
         if self._gzip:
             body = gzip.compress(body)
         try:
-            response = await self._client.post(self.endpoint, **one_shot(body))
+            response = await self._client.post(self.endpoint, content=body)
         except httpx.HTTPError as exc:
             raise OtlpExportError(f"OTLP export to {self.endpoint} failed: {type(exc).__name__}: {exc}") from exc
         if not response.is_success:

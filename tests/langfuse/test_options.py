@@ -33,7 +33,6 @@ from tests.support.langfuse_harness import (
 from tracing_eval.assemble import thread_from_traces
 from tracing_eval.config import JudgeSettings, Settings
 from tracing_eval.connectors.langfuse import LangfuseClient, LangfuseError, LangfuseSink
-from tracing_eval.connectors.langfuse import client as client_module
 from tracing_eval.connectors.langfuse.configs import REVIEW_CONFIG
 from tracing_eval.connectors.langfuse.sink import ScoreWriter
 from tracing_eval.connectors.langfuse.source import V4_FIELDS
@@ -255,31 +254,29 @@ async def test_batch_scores_endpoint_with_timestamps(settings: Settings, write: 
         server.assert_no_violations()
 
 
-async def test_a_sent_body_is_freed_at_once_not_at_the_next_garbage_collection(monkeypatch: pytest.MonkeyPatch):
-    """httpx keeps each request in a reference cycle: the client's JSON bodies go as soon as they are
-    sent (the sidecar's collector runs rarely), with their length and type."""
-    freed: list[int] = []
+async def test_a_sent_body_is_freed_at_once_not_at_the_next_garbage_collection():
+    """httpx keeps each request in a reference cycle: the client's requests, and the JSON bodies they
+    carry, go as soon as their responses are read (the sidecar's collector runs rarely)."""
+    sent: list[tuple[weakref.ref[httpx.Request], int]] = []
 
-    class Body(bytes):
-        def __del__(self) -> None:
-            freed.append(len(self))
+    async def keep(request: httpx.Request) -> None:
+        sent.append((weakref.ref(request), len(request.content)))
 
-    encode = client_module.json_body
-    monkeypatch.setattr(client_module, "json_body", lambda value: Body(encode(value)))
     score = {"id": "x", "name": "reask", "traceId": "t", "value": 1.0, "dataType": "NUMERIC"}
     with FakeLangfuseServer("v4") as server:
         client = LangfuseClient(lf_settings(server))
+        client._http.event_hooks["request"].append(keep)
         gc.disable()
         try:
             for n in range(3):
                 await ScoreWriter(client, "ingestion").write([({**score, "id": f"x{n}"}, "2026-11-30T10:00:00.000Z")])
-            assert len(freed) == 3
+            assert len(sent) == 3 and [ref() for ref, _ in sent] == [None, None, None]
         finally:
             gc.enable()
             await client.aclose()
         assert len(server.scores) == 3
-        [sent] = {(r.headers["content-type"], r.headers["content-length"]) for r in server.requests}
-        assert sent == ("application/json", str(freed[0]))
+        [headers] = {(r.headers["content-type"], r.headers["content-length"]) for r in server.requests}
+        assert headers == ("application/json", str(sent[0][1]))
         server.assert_no_violations()
 
 
