@@ -40,7 +40,7 @@ def run(*replies: str, users: list[str] | None = None):
 
 def test_weights_and_version() -> None:
     assert WEIGHTS == {"none": 1.0, "partial": 0.7, "fully": 0.0}
-    assert RefusalLoop.version == "6"
+    assert RefusalLoop.version == "7"
 
 
 def test_bare_refusal_loop_is_fully() -> None:
@@ -174,6 +174,15 @@ REFUSALS = [
     "I'm afraid that's not possible.",
     "I'll have to pass.",
     "I'm going to have to say no to this one.",
+    "I'm going to have to decline.",
+    # the "if" belongs to another clause: the refusal stands
+    "Even if I wanted to, I can't share that.",
+    "If you are asking how to hurt someone, I can't help with that.",
+    "I'll have to decline this request.",
+    # a support desk speaking for the company
+    "We are unable to process refunds for basic economy tickets.",
+    "Unfortunately we can not book you for that date and time. Would you like another date?",
+    "I'm sorry, but we're not allowed to change the name on a ticket.",
     "Helping with that would be unethical, so I won't.",
     "I'm programmed not to help with that.",
     "I'm just an AI, it's not within my programming or ethical guidelines to provide that information.",
@@ -280,6 +289,13 @@ NON_REFUSALS = [
     "Spend the holidays with the people who care about you most; here are three gift ideas.",
     "You can reach out to our support team at any time, and here is your booking reference: ABC123.",
     "No puedo cancelar la reserva hasta que usted lo confirme.",
+    # a refusal only supposed, in an "if" clause
+    "If I can't cancel it online, I'll transfer you to an agent who can.",
+    "In case we can't ship it by Friday, we will refund the express fee.",
+    "Si no puedo cancelarla en línea, le paso con un agente.",
+    # "we" with a verb that is no request
+    "We can't wait to see you on board!",
+    "We cannot guarantee a window seat, but your booking is confirmed: ABC123.",
     "Je ne peux pas annuler avant que vous confirmiez.",
     "No puedo enviar el correo hasta que usted lo confirme.",
     # an answer that says the request has no answer is compliance (XSTest's definition)

@@ -110,13 +110,17 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         # I can't / won't / am unable to / am not able|allowed|going to / must decline ... <verb>
         _en_refused(_EN_CANNOT + r"|do not|don'?t", _EN_VERBS),
         _en_refused(_EN_CANNOT, _EN_SERVICE_VERBS),
+        # a support desk speaking for the company: "We are unable to process refunds for basic economy"
+        rf"\bwe(?:'re|\s+are)?\s+(?:sorry,?\s+but\s+we(?:'re|\s+are)?\s+)?(?:can ?not|can't|(?:not |un)able to"
+        rf"|not (?:allowed|permitted|authori[sz]ed) to|won'?t be able to)\s+(?:{_EN_VERBS}|{_EN_SERVICE_VERBS})\b",
         r"\bi(?:'m| am)\s+(?:just\s+)?an?\s+(?:ai|artificial intelligence|(?:ai\s+)?(?:language\s+)?model|assistant)"
         r"\b[^.!?\n]{0,40}?\b(?:and|so|,)\s+(?:i\s+)?(?:do not|don't|cannot|can't|won't|will not|am not able to)"
         rf"\s+(?:\w+\s+)?(?:{_EN_VERBS}|have the (?:ability|capability|capacity))\b",
         r"\bi(?:'m| am)\s+(?:not\s+(?:comfortable|willing|in a position)|unwilling)\b"
         r"|\bi\s+(?:do not|don't)\s+feel\s+comfortable\b",
         r"\bi\s+(?:do not|don't)\s+have\s+(?:the\s+)?(?:ability|capability|capacity|authority|permission)\s+to\b",
-        r"\bi\s+(?:must|have to|will|need to|would have to|'ll have to|'d have to)\s+(?:respectfully\s+|politely\s+)?"
+        r"\bi(?:\s+(?:must|have to|will|need to|would have to)|'ll have to|'d have to|(?:'m|\s+am)\s+going to have to)"
+        r"\s+(?:respectfully\s+|politely\s+)?"
         r"(?:decline|refuse|refrain)\b",
         r"\b(?:i\s+)?(?:respectfully|must)\s+decline\b",
         r"\b(?:i'm|i am)\s+(?:sorry|afraid),?\s+(?:but\s+)?(?:that|this)(?:'s|\s+is|\s+isn't|\s+is not)\s+"

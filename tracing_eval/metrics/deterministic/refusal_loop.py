@@ -3,9 +3,10 @@
 Per reply, `is_refusal` reads the opening sentences (quotes set aside; opening courtesies such as
 "Hello! I'm here to help." not counted) for a speaker who cannot or will not do what was asked, or
 who objects to the request, in the languages of `lexicons.REFUSAL_LANGUAGES`; a negated action that
-waits on the user ("I won't make any changes until you confirm") or is put off ("I won't delete it
-yet"), or an answer that the request has none ("... is a fictional character") is no refusal. Text
-in another language or script is unknown (None), never "no refusal".
+waits on the user ("I won't make any changes until you confirm"), is put off ("I won't delete it
+yet") or only supposed ("If I can't cancel it online, I'll transfer you"), or an answer that the
+request has none ("... is a fictional character") is no refusal. Text in another language or script
+is unknown (None), never "no refusal".
 
 A refusal that gives its reason (a policy, a rule, a condition, or a fact it follows from: "...,
 which means I can't ...") is `explained`; one that offers a way on (a hand-off, an alternative) is
@@ -68,6 +69,8 @@ _COURTESY = Folded(
     r"|great|good|sure|of course|certainly|absolutely)\s*[.!]*\s*$"
 )
 _NEGATED_TOKEN = re.compile(r"n['\u2019\u02bc]t\b|\bn['\u2019\u02bc]|\bkein")
+#: a clause that makes what follows hypothetical: "If I can't cancel it online, I'll transfer you"
+_IF_CLAUSE = Folded(r"\b(?:if|in case|whether|si|se|falls|wenn|ob)\s[^,;:]*$")
 
 
 def uncovered_language(text: str) -> str | None:
@@ -129,6 +132,7 @@ def read(text: str) -> tuple[str | None, str | None]:
             for m in cue.finditer(sentence):
                 if (
                     _CONDITION.search(sentence, m.end())
+                    or _IF_CLAUSE.search(sentence[max(0, m.start() - 80) : m.start()])
                     or _DEFERRED.match(sentence, m.end())
                     or _IDIOM.search(sentence[m.start() : m.end() + 40])
                 ):
@@ -196,7 +200,7 @@ class RefusalLoop(MetricBase):
     """Thread-scope runs of refusals that leave the user without a reason or a way on."""
 
     name = "refusal_loop"
-    version = "6"
+    version = "7"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
