@@ -82,6 +82,7 @@ _IT_VERBS = (
     r"aiut|assist|fornir|d[aà]r|facilit|condivid|offri|far|fare|elabor|eseguir|realizz|soddisf|rispond"
     r"|annull|cambi|modific|rimbors|emett|approv|continu|proced|support|sosten|incoraggi|promuov|spieg"
     r"|descriv|cre|scriv|gener|autorizz|rivel|acced|gestir|trasferi|aggiung|rimuov|elimin|invi|aggiorn|scambi"
+    r"|cancell"
 )
 
 #: "can't", "won't", "am unable to", "am not allowed to" ... as a refusal says them after "I"
@@ -208,7 +209,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"|\bprofesional\s+de\s+(?:la\s+)?salud\s+mental\b",
     ),
     "fr": (
-        rf"\bje\s+ne\s+(?:\S+\s+){{0,2}}?(?:pas|point)\s+(?:\S+\s+){{0,4}}?(?:{_FR_VERBS})\w*",
+        rf"\b(?:je|nous)\s+ne\s+(?:\S+\s+){{0,2}}?(?:pas|point)\s+(?:\S+\s+){{0,4}}?(?:{_FR_VERBS})\w*",
+        r"\bil\s+ne\s+(?:m'|nous\s+)est\s+pas\s+possible\b|\b(?:je\s+crains|nous\s+craignons)\s+de\s+ne\s+pas\s+pouvoir\b",
         r"\bje\s+ne\s+suis\s+pas\s+(?:en mesure|autorisée?|habilitée?|capable)\b",
         rf"\b(?:il\s+m'est|il\s+nous\s+est)\s+impossible\s+de\s+(?:\S+\s+){{0,2}}?(?:{_FR_VERBS})\w*",
         r"\bimpossible\s+pour\s+moi\s+de\b",
@@ -230,7 +232,7 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\b(?:es\s+ist\s+mir|das\s+ist\s+mir|mir\s+ist\s+es)\s+(?:leider\s+)?nicht\s+(?:möglich|erlaubt|gestattet)\b",
         r"\b(?:das|es)\s+(?:ist|wäre)\s+(?:nicht\s+(?:angemessen|ethisch|legal|zulässig|erlaubt|in ordnung)"
         r"|unangemessen|unethisch|illegal)\b",
-        r"\bich\s+(?:muss|möchte)\s+(?:\S+\s+)?(?:ablehnen|verweigern)\b",
+        r"\b(?:ich\s+(?:muss|möchte)|wir\s+müssen)\s+(?:\S+\s+){0,2}?(?:ablehnen|verweigern)\b",
         r"\bverstößt\s+gegen\s+(?:meine|unsere|die)\s+(?:richtlinien|regeln|grundsätze)\b",
         # a crisis redirect
         r"\bes\s+gibt\s+menschen,?\s+die\s+(?:sich\s+um\s+(?:dich|sie)\s+sorgen|(?:dir|ihnen)\s+helfen\s+(?:wollen|möchten))"
@@ -259,7 +261,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\b(?:purtroppo|mi dispiace,? ma|spiacente,? ma|mi spiace,? ma)\s+non\s+(?:\S+\s+){0,2}?"
         rf"(?:{_IT_VERBS})\w*",
         r"\bnon\s+è\s+(?:appropriato|etico|adeguato|legale|sicuro|corretto|accettabile)\b",
-        r"\b(?:devo|sono costrett[oa] a)\s+(?:rifiutare|declinare)\b|\bmi\s+rifiuto\s+di\b",
+        r"\b(?:devo|sono costrett[oa] a)\s+(?:rifiutare|declinare)\b|\bmi\s+rifiuto\s+di\b"
+        r"|\btemo\s+di\s+non\s+poter(?:lo|la|li|le|e)?\b",
         r"\bva\s+contro\s+(?:le|mie|nostre)\s+(?:politiche|regole|linee guida|principi)\b",
         # a crisis redirect
         r"\bci\s+sono\s+persone\s+che\s+(?:tengono\s+a\s+te|ti\s+vogliono\s+bene|vogliono\s+aiutarti)"
@@ -370,6 +373,7 @@ IDIOM_CUES: str = (
     r"|tell you how|recommend\s+(?:\w+\s+){0,3}(?:enough|highly enough)|thank you enough|stress\s+(?:\w+\s+){0,2}enough"
     r"|emphasi[sz]e\s+(?:\w+\s+){0,2}enough|say\s+(?:\w+\s+){0,2}enough|do\s+(?:it|this|that)\s+without\s+you)"
     r"|\blo\s+suficiente\b|\bassez\s+(?:vous\s+)?remercier\b|\bgenug\s+danken\b|\babbastanza\b"
+    r"|\bno\s+(?:puedo|podemos)\s+esperar\b|\bnão\s+(?:posso|podemos|consigo)\s+esperar\b"
 )
 
 #: Every refusal cue contains one of these words (or a word ending in n't, starting with n' or kein):
@@ -397,11 +401,13 @@ REFUSAL_TRIGGERS: frozenset[str] = frozenset(
 ELSEWHERE_MARKERS: frozenset[str] = frozenset(
     """
     de su tu mi lo eso esto puedo podemos podría podria puede pedido número numero correo reserva usuario cuál
-    este esta estos información datos prefiero
-    votre vous je ne peux pouvez commande numéro ce cette ces informations données
-    ich ihre ihr kann nicht leider nummer diese dieser diesen informationen daten
-    seu sua meu não posso pode essa esse essas esses informações dados
-    di suo sua mio non posso può ordine queste questi questa informazioni dati
+    este esta estos información datos prefiero debo tengo siento lamentablemente disculpe solicitud
+    votre vous je ne peux pouvez commande numéro ce cette ces informations données nous pouvons
+    malheureusement désolé crains demande
+    ich ihre ihr kann nicht leider nummer diese dieser diesen informationen daten muss wir können anfrage
+    seu sua meu não posso pode essa esse essas esses informações dados infelizmente desculpe tenho
+    di suo sua mio non posso può ordine queste questi questa informazioni dati devo possiamo purtroppo
+    dispiace temo richiesta sono
     """.split()
 )
 
