@@ -340,6 +340,10 @@ def test_spanish_confirmation_and_not_found_pass() -> None:
         ),
         ("Olá, meu pedido 48213 não chegou.", "Sinto muito. Poderia me informar o número do pedido?"),
         ("Ciao, il mio ordine 48213 non è arrivato.", "Mi dispiace. Potrebbe indicarmi il numero dell'ordine?"),
+        # short asks, told from English by their words of asking
+        ("Wo ist meine Bestellung W1234567?", "Gerne. Wie lautet Ihre Bestellnummer?"),
+        ("Ma commande 48213 n'est pas arrivée.", "Quel est votre numéro de commande ?"),
+        ("Meu pedido 48213 não chegou.", "Qual é o número do pedido?"),
     ],
 )
 def test_reask_in_french_german_portuguese_italian(texts: tuple[str, str]) -> None:

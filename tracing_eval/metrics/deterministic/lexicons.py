@@ -403,9 +403,10 @@ ELSEWHERE_MARKERS: frozenset[str] = frozenset(
     de su tu mi lo eso esto puedo podemos podría podria puede pedido número numero correo reserva usuario cuál
     este esta estos información datos prefiero debo tengo siento lamentablemente disculpe solicitud
     votre vous je ne peux pouvez commande numéro ce cette ces informations données nous pouvons
-    malheureusement désolé crains demande
+    malheureusement désolé crains demande quel quelle
     ich ihre ihr kann nicht leider nummer diese dieser diesen informationen daten muss wir können anfrage
-    seu sua meu não posso pode essa esse essas esses informações dados infelizmente desculpe tenho
+    wie lautet bitte gerne
+    seu sua meu não posso pode essa esse essas esses informações dados infelizmente desculpe tenho qual
     di suo sua mio non posso può ordine queste questi questa informazioni dati devo possiamo purtroppo
     dispiace temo richiesta sono
     """.split()

@@ -234,7 +234,7 @@ class Reask(MetricBase):
     """Binary: did the assistant ask again for a value the user had already given?"""
 
     name = "reask"
-    version = "4"
+    version = "5"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
