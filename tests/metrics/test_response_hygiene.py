@@ -116,6 +116,34 @@ def test_language_mismatch_by_script_and_by_latin_language() -> None:
     assert "language" not in check_turn(turn("hola", "Hello! How are you today, my friend?"))
 
 
+@pytest.mark.parametrize(
+    ("user", "language"),
+    [
+        # short messages in everyday words: function words, greetings and asks of chat
+        ("Hola, necesito ayuda con mi pedido por favor, no ha llegado todavía.", "es"),
+        ("Bonjour, je voudrais annuler ma commande, elle est arrivée en retard.", "fr"),
+        ("Olá, meu pedido ainda não chegou, você pode me ajudar?", "pt"),
+        ("Ciao, il mio ordine non è ancora arrivato, mi puoi aiutare?", "it"),
+        ("Hallo, ich möchte meine Bestellung stornieren, sie ist zu spät gekommen.", "de"),
+    ],
+)
+def test_a_reply_in_english_to_a_short_message_in_another_language(user: str, language: str) -> None:
+    reply = "Hello! I'd be happy to help you with your order. Could you give me the order number?"
+    assert check_turn(turn(user, reply))["language"] == f"user writes {language}, reply is en"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm looking for a cheap hotel in the centre of town with free parking please.",
+        "im good, how r u? do you like la la land? ya, me too, ha",
+        "Check https://na.leagueoflegends.com/en-us/ and tell me what you think of it.",
+    ],
+)
+def test_english_chat_is_not_read_as_another_language(text: str) -> None:
+    assert latin_language(text) in ("en", None)
+
+
 def test_script_and_language_guesses() -> None:
     assert script_of("Привет, как дела у тебя сегодня?") == "CYRILLIC"
     assert script_of("こんにちは、今日はいい天気ですね。") == "CJK"

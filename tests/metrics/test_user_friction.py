@@ -337,6 +337,8 @@ def test_a_message_in_another_language_is_not_applicable() -> None:
     ("text", "why"),
     [
         ("Dit is niet de boeking die ik wilde, ik heb het al gezegd.", "nl text"),
+        ("Ouvre la porte, s'il te plaît, je suis dehors.", "fr text"),
+        ("donde esta el cuarto de bano?", "es text"),
         ("不对，我要的是明天的航班。", "cjk script"),
         ("Это не то, что я просил.", "cyrillic script"),
     ],
@@ -345,6 +347,14 @@ def test_a_language_or_script_the_lexicon_does_not_read_is_not_applicable(text: 
     results = UserFriction().evaluate(chat("I need to change my booking.", NEUTRAL, text, NEUTRAL))
     [turn] = [r for r in results if r.turn_index == 1]
     assert turn.status == Status.NOT_APPLICABLE and (turn.reason or "").startswith(why)
+
+
+def test_a_web_address_is_no_word_of_another_language() -> None:
+    results = UserFriction().evaluate(
+        chat("I need to change my booking.", NEUTRAL, "https://na.example.com/en-us/", NEUTRAL)
+    )
+    [turn] = [r for r in results if r.turn_index == 1]
+    assert turn.status == Status.OK
 
 
 def test_the_language_guess_is_the_shared_one() -> None:

@@ -66,9 +66,16 @@ def _vocabularies(covered: frozenset[str]) -> tuple[frozenset[str], dict[str, fr
     return inside, outside
 
 
+#: a web address: its pieces ("na", "com", "en-us") are no words of a language
+_URL = re.compile(r"\S*(?:://|www\.)\S*")
+
+
 def words(text: str) -> list[str]:
-    """The lower-cased words of the first `SAMPLE_CHARS` characters: enough to tell a language."""
+    """The lower-cased words of the first `SAMPLE_CHARS` characters, web addresses left out: enough
+    to tell a language."""
     sample = text[:SAMPLE_CHARS].lower()
+    if "://" in sample or "www." in sample:
+        sample = _URL.sub(" ", sample)
     return (_ASCII_WORD if sample.isascii() else _WORD).findall(sample)
 
 

@@ -23,12 +23,29 @@ STOP_WORDS: frozenset[str] = frozenset(
 #: Frequent function words per language, for a stdlib-only guess of the language of Latin-script text.
 LANGUAGE_WORDS: dict[str, frozenset[str]] = {
     "en": frozenset("the and is are you that this with for have not what was it of to in my your".split()),
-    "es": frozenset("el la los las que es por para con una del pero como estás usted está muy gracias".split()),
-    "fr": frozenset("le la les des est et une vous nous que pour pas avec dans mais je suis merci".split()),
-    "de": frozenset("der die das und ist nicht ich sie mit ein eine auch für sie wir danke bitte".split()),
-    "pt": frozenset("o os que é não uma para com você está obrigado muito mas por isso".split()),
-    "it": frozenset("il che è non una per con sono della anche grazie molto questo perché ciao".split()),
+    "es": frozenset(
+        "el la los las que es por para con una del pero como estás usted está muy gracias"
+        " y al su lo mi un se te tu esta este eso hola favor necesito quiero todavía".split()
+    ),
+    "fr": frozenset(
+        "le la les des est et une vous nous que pour pas avec dans mais je suis merci"
+        " ma du au ce cette sur il elle ils ne un en se tu sont avez très bonjour voudrais".split()
+    ),
+    "de": frozenset(
+        "der die das und ist nicht ich sie mit ein eine auch für sie wir danke bitte"
+        " zu von den dem auf sich mein meine ihre noch nur aber oder haben habe sind hallo möchte".split()
+    ),
+    "pt": frozenset(
+        "o os que é não uma para com você está obrigado muito mas por isso"
+        " da na ao se meu minha ele ela foi tem são ainda olá obrigada preciso quero".split()
+    ),
+    "it": frozenset(
+        "il che è non una per con sono della anche grazie molto questo perché ciao"
+        " di gli mi mio mia si ma sei del nel alla questa ancora un vorrei buongiorno".split()
+    ),
 }
+#: The lists above hold each language's most frequent function words and greetings and asks of chat,
+#: leaving out the words that English chat also types ("me", "no", "do", "um", "ha", "ya", "hay", "im", "ai", "mon", "em", "ho").
 
 #: Languages whose refusals `refusal_loop` can read (see `REFUSAL_CUES`).
 REFUSAL_LANGUAGES: tuple[str, ...] = ("en", "es", "fr", "de", "pt", "it")

@@ -152,7 +152,7 @@ class UserFriction(MetricBase):
     """Per user turn friction flags and the thread's friction rate."""
 
     name = "user_friction"
-    version = "5"
+    version = "6"
     tier = "deterministic"
     scopes = ("turn", "thread")
     needs_answer = False
