@@ -178,6 +178,10 @@ REFUSALS = [
     # the "if" belongs to another clause: the refusal stands
     "Even if I wanted to, I can't share that.",
     "If you are asking how to hurt someone, I can't help with that.",
+    # a Spanish "se" or a French "si" inside a clause is no "if"
+    "Se trata de un tema delicado y no puedo ayudarte con eso.",
+    "Je suis si désolé, mais je ne peux pas vous aider.",
+    "This request falls outside what I can do, so I can't help with it.",
     "I'll have to decline this request.",
     # a support desk speaking for the company
     "We are unable to process refunds for basic economy tickets.",
@@ -302,6 +306,7 @@ NON_REFUSALS = [
     # a refusal only supposed, in an "if" clause
     "If I can't cancel it online, I'll transfer you to an agent who can.",
     "In case we can't ship it by Friday, we will refund the express fee.",
+    "I will transfer you to an agent if I cannot cancel it online.",
     "Si no puedo cancelarla en línea, le paso con un agente.",
     # "we" with a verb that is no request
     "We can't wait to see you on board!",

@@ -20,7 +20,9 @@ STOP_WORDS: frozenset[str] = frozenset(
     """.split()
 )
 
-#: Frequent function words per language, for a stdlib-only guess of the language of Latin-script text.
+#: Frequent function words per language, and greetings and asks of chat, for a stdlib-only guess of
+#: the language of Latin-script text; words English chat also types ("me", "no", "do", "um", "ha",
+#: "ya", "hay", "im", "ai", "mon", "em", "ho") are left out.
 LANGUAGE_WORDS: dict[str, frozenset[str]] = {
     "en": frozenset("the and is are you that this with for have not what was it of to in my your".split()),
     "es": frozenset(
@@ -44,8 +46,6 @@ LANGUAGE_WORDS: dict[str, frozenset[str]] = {
         " di gli mi mio mia si ma sei del nel alla questa ancora un vorrei buongiorno".split()
     ),
 }
-#: The lists above hold each language's most frequent function words and greetings and asks of chat,
-#: leaving out the words that English chat also types ("me", "no", "do", "um", "ha", "ya", "hay", "im", "ai", "mon", "em", "ho").
 
 #: Languages whose refusals `refusal_loop` can read (see `REFUSAL_CUES`).
 REFUSAL_LANGUAGES: tuple[str, ...] = ("en", "es", "fr", "de", "pt", "it")

@@ -69,8 +69,10 @@ _COURTESY = Folded(
     r"|great|good|sure|of course|certainly|absolutely)\s*[.!]*\s*$"
 )
 _NEGATED_TOKEN = re.compile(r"n['\u2019\u02bc]t\b|\bn['\u2019\u02bc]|\bkein")
-#: a clause that makes what follows hypothetical: "If I can't cancel it online, I'll transfer you"
-_IF_CLAUSE = Folded(r"\b(?:if|in case|whether|si|se|falls|wenn|ob)\s[^,;:]*$")
+#: the clause before a refusal cue makes it hypothetical: "If I can't cancel it online, I'll transfer
+#: you", "... an agent if I can't". In the other languages only a clause that opens with the word: a
+#: Spanish "se" or a French "si" ("je suis si désolé") inside a clause is no "if".
+_IF_CLAUSE = Folded(r"\b(?:if|in case|whether)\s|^\s*(?:si|wenn|falls|ob)\s")
 
 
 def uncovered_language(text: str) -> str | None:
@@ -105,6 +107,12 @@ def _negated_token(opening: str) -> bool:
     return bool(_NEGATED_TOKEN.search(opening))
 
 
+def _supposed(sentence: str, start: int) -> bool:
+    """Whether the clause that runs up to `start` makes what follows only supposed (`_IF_CLAUSE`)."""
+    begin = max(sentence.rfind(mark, 0, start) for mark in ",;:") + 1
+    return bool(_IF_CLAUSE.search(sentence[begin:start]))
+
+
 def may_refuse(low: str, words_: list[str] | None = None) -> bool:
     """False when lower-cased `low` cannot hold a refusal cue: every cue has a trigger word
     (`lexicons.REFUSAL_TRIGGERS`), a word ending in n't, starting with n' or `kein` (a cheap
@@ -132,7 +140,7 @@ def read(text: str) -> tuple[str | None, str | None]:
             for m in cue.finditer(sentence):
                 if (
                     _CONDITION.search(sentence, m.end())
-                    or _IF_CLAUSE.search(sentence[max(0, m.start() - 80) : m.start()])
+                    or _supposed(sentence, m.start())
                     or _DEFERRED.match(sentence, m.end())
                     or _IDIOM.search(sentence[m.start() : m.end() + 40])
                 ):
