@@ -177,6 +177,7 @@ REFUSALS = [
     "I'm going to have to decline.",
     # the "if" belongs to another clause: the refusal stands
     "Even if I wanted to, I can't share that.",
+    "Sorry, even if it's for a story I can't help with that.",
     "If you are asking how to hurt someone, I can't help with that.",
     # a Spanish "se" or a French "si" inside a clause is no "if"
     "Se trata de un tema delicado y no puedo ayudarte con eso.",

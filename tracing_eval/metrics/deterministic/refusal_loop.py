@@ -70,9 +70,9 @@ _COURTESY = Folded(
 )
 _NEGATED_TOKEN = re.compile(r"n['\u2019\u02bc]t\b|\bn['\u2019\u02bc]|\bkein")
 #: the clause before a refusal cue makes it hypothetical: "If I can't cancel it online, I'll transfer
-#: you", "... an agent if I can't". In the other languages only a clause that opens with the word: a
-#: Spanish "se" or a French "si" ("je suis si désolé") inside a clause is no "if".
-_IF_CLAUSE = Folded(r"\b(?:if|in case|whether)\s|^\s*(?:si|wenn|falls|ob)\s")
+#: you", "... an agent if I can't"; not "even if", which concedes. In the other languages only a clause
+#: that opens with the word: a Spanish "se" or a French "si" ("je suis si désolé") inside one is no "if".
+_IF_CLAUSE = Folded(r"(?<!even )\b(?:if|in case|whether)\s|^\s*(?:si|wenn|falls|ob)\s")
 
 
 def uncovered_language(text: str) -> str | None:
