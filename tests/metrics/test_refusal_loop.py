@@ -175,6 +175,10 @@ REFUSALS = [
     "I'll have to pass.",
     "I'm going to have to say no to this one.",
     "I'm going to have to decline.",
+    "My guidelines don't allow me to help with that.",
+    "I'm designed to avoid giving medical diagnoses.",
+    "That's not a request I can fulfill.",
+    "Sorry. No can do. Should I try another restaurant instead?",
     # the "if" belongs to another clause: the refusal stands
     "Even if I wanted to, I can't share that.",
     "Sorry, even if it's for a story I can't help with that.",
@@ -311,6 +315,9 @@ NON_REFUSALS = [
     "Si no puedo cancelarla en línea, le paso con un agente.",
     # "we" with a verb that is no request
     "We can't wait to see you on board!",
+    # "that's something I can ..." says yes, also beside a "not" elsewhere in the reply
+    "That's something I can help with, no problem at all!",
+    "It's something we can do today, not a problem.",
     "We cannot guarantee a window seat, but your booking is confirmed: ABC123.",
     "Je ne peux pas annuler avant que vous confirmiez.",
     # "can't wait" said the Spanish and Portuguese way

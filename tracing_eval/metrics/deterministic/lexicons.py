@@ -141,9 +141,10 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\s+(?:respectfully\s+|politely\s+)?"
         r"(?:decline|refuse|refrain)\b",
         r"\b(?:i\s+)?(?:respectfully|must)\s+decline\b",
-        r"\b(?:i'm|i am)\s+(?:sorry|afraid),?\s+(?:but\s+)?(?:that|this)(?:'s|\s+is|\s+isn't|\s+is not)\s+"
-        r"(?:not\s+)?(?:something|a request|possible|allowed|permitted)",
-        r"\b(?:that|this|it)(?:'s| is|\s+isn't)\s+(?:not\s+)?something\s+(?:i|we)(?:'m|\s+am|'re|\s+are)?\s+"
+        r"\b(?:i'm|i am)\s+(?:sorry|afraid),?\s+(?:but\s+)?(?:that|this)(?:(?:'s|\s+is)\s+not|\s+isn't)\s+"
+        r"(?:something|a request|possible|allowed|permitted)",
+        r"\b(?:that|this|it)(?:(?:'s|\s+is)\s+not|\s+isn't)\s+(?:something|a request|a question|a task)\s+(?:i|we)"
+        r"(?:'m|\s+am|'re|\s+are)?\s+"
         r"(?:can|could|able to|will|comfortable|willing|allowed|permitted)\b",
         r"\b(?:it(?:'s| is)|that(?:'s| is))\s+not\s+possible\s+for\s+me\s+to\b|\bi\s+refuse\s+to\b"
         rf"|\bi(?:'d| would)\s+(?:rather|prefer)\s+not\s+(?:to\s+)?(?:{_EN_VERBS})\b",
@@ -200,7 +201,10 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"|must\s+not)(?:\s+(?:help|assist|do\s+(?:it|that|this)))?\s*(?:[.!;]|$)",
         # "I'm programmed not to help with that."
         r"\bi(?:'m|\s+am|\s+was|'ve\s+been|\s+have\s+been)\s+(?:\w+\s+)?(?:programmed|designed|instructed|built"
-        r"|trained)\s+not\s+to\b",
+        r"|trained)\s+(?:not\s+to|to\s+avoid)\b",
+        # "My guidelines don't allow me to ...", "No can do."
+        r"\b(?:my|our)\s+(?:guidelines|policy|policies|rules|programming|instructions)\s+(?:do not|don't|does not"
+        r"|doesn't)\s+(?:allow|permit|let)\s+me\b|\bno\s+can\s+do\b",
         # a crisis redirect: the request is answered with where to find help instead
         r"\bthere\s+are\s+(?:\w+\s+)?people\s+(?:\w+\s+)?who\s+(?:care\s+(?:about|for)|love|want\s+to\s+help)\s+you\b"
         r"|\byou\s+(?:do not|don't)\s+have\s+to\s+(?:face|go through|deal with|handle)\s+(?:this|it|that)\s+alone\b"
@@ -400,7 +404,7 @@ REFUSAL_TRIGGERS: frozenset[str] = frozenset(
     """
     not cannot unable unwilling never decline refuse refrain sorry afraid against inappropriate unethical
     stereotype condemn discourage urge advise scope capabilities remit area only rather prefer clarify point
-    care love alone suicide crisis reach pass cant wont dont outside beyond
+    care love alone suicide crisis reach pass cant wont dont outside beyond avoid
     personas línea linea profesional personnes ligne professionnel seul menschen telefonseelsorge seelsorge
     krisentelefon krisenhotline krisendienst allein pessoas linha profissional sozinho sozinha valorização
     persone telefono professionista solo sola
