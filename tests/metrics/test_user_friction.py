@@ -408,6 +408,12 @@ def test_no_user_messages_is_not_applicable() -> None:
         "how many times do i have to say it",
         "this isn't useful",
         "that's the same one you suggested",
+        "this is the second time I'm asking",
+        "you're not being helpful",
+        "still wrong",
+        "forget it, I'll do it myself",
+        "hello? are you there?",
+        "are you still there?",
     ],
 )
 def test_the_cue_word_shortcut_never_hides_a_cue(text: str) -> None:

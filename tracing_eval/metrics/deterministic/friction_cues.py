@@ -22,7 +22,7 @@ DISPUTE = Folded(
     r"|\bnot what i (?:asked|said|wanted|meant|requested|need(?:ed)?|ordered|booked|chose)\b"
     r"|\b(?:that'?s|it'?s|this is|that is|it is|you(?:'re| are)|you(?:'ve)? got (?:it|that|this))\s+(?:\w+\s+)?"
     r"(?:wrong|incorrect|mistaken)\b"
-    r"|^\W*(?:(?:no|nope|nah)\W+)?(?:wrong|incorrect)\b"
+    r"|^\W*(?:(?:no|nope|nah|still)\W+)?(?:wrong|incorrect)\b"
     r"|\byou (?:misunderstood|misheard|misread|mixed (?:it|that|them|things) up|got (?:it|that|this) wrong)\b"
     r"|\byou(?:'ve)?\s+got\s+(?:the|my|our|his|her|their)\s+(?:\w+\s+){0,2}?wrong\b"
     r"|\byou(?:'ve|\s+have)?\s+(?:booked|reserved|picked|chose|chosen|selected|entered|put\s+(?:down|in)|ordered"
@@ -47,6 +47,9 @@ REMINDER = Folded(
     r"|\bi (?:said|asked for|told you)\b"
     r"|\bi(?:'ve| have| had)?\s+(?:to\s+)?(?:tell|say|repeat|explain|give|type|send|ask)\w*(?:\s+\w+){0,4}\s+again\b"
     r"|\bagain and again\b|\bfor the (?:second|third|fourth|fifth|last|\d+(?:st|nd|rd|th)) time\b"
+    r"|\b(?:this|that|it)(?:'s|\s+is)\s+the\s+(?:second|third|fourth|fifth|\d+(?:nd|rd|th))\s+time\s+"
+    r"(?:(?:that\s+)?i(?:'ve|'m|\s+am|\s+have)?\s+)?(?:ask|asked|asking|told|telling|said|saying|typed|typing"
+    r"|explained|explaining|repeated|repeating)\b"
     r"|\bi(?:'ve|\s+have)\s+(?:told\s+you|said|given|explained|asked|sent)\b[^.?!]{0,40}?\balready\b"
     r"|\bi(?:'ve|\s+have)?\s+(?:already\s+)?(?:told|said|asked|explained)(?:\s+(?:you|it|this|that))?\s+"
     r"(?:two|three|four|five|several|many|multiple|\d+)\s+times\b"
@@ -79,7 +82,8 @@ ANNOYANCE = Folded(
     r"(?:frustrating|annoying|ridiculous|absurd|unacceptable|unhelpful|not helpful|not helping|a joke)\b"
     r"|\bwaste of (?:my )?time\b|\bare you (?:kidding|joking|serious)\b"
     r"|\bare you (?:even )?(?:listening|reading)\b(?!\s+to\b(?!\s+me\b))"
-    r"|\byou(?:'re| are)\s+(?:\w+\s+)?not (?:listening|helping|helpful|understanding|making sense)\b"
+    r"|\byou(?:'re| are)\s+(?:\w+\s+)?not (?:being\s+)?(?:very\s+)?(?:listening|helping|helpful|understanding"
+    r"|making sense)\b"
     r"|\byou (?:don'?t|do not|didn'?t|did not|never|can'?t|cannot) (?:\w+ )?(?:understand|get it|listen|read|help)\b"
     r"|\bwhy (?:can'?t|don'?t|won'?t) you (?:\w+ )?(?:understand|listen|help|just)\b"
     r"|\byou(?:'ve| have)?\s+(?:just\s+|completely\s+)?failed\s+(?:me|again|to)\b|\b(?:again|nope),?\s+you\s+fail\b"
@@ -99,6 +103,9 @@ ANNOYANCE = Folded(
     r"|\bwhy (?:is|does) (?:this|it|that) (?:have to be |need to be )?so (?:hard|difficult|complicated)\s*(?:[.!?]|$)"
     r"|\bdid you (?:even|actually) read (?:my|what)\b|\byou\s+(?:clearly|obviously)\s+(?:can'?t|cannot)\s+help\b"
     r"|\b(?:this|it)(?:'s|\s+is)\s+taking\s+(?:forever|so long|way too long|too long)\s*(?:[.!?,]|$)"
+    r"|\b(?:forget it|never\s*mind)\W+(?:\w+\W+){0,4}?myself\b"
+    r"|^\W*(?:hello|hey|hi)\W*\?+\W*(?:are\s+you\s+(?:still\s+)?there|(?:is\s+)?any\s*(?:one|body)\s+there)\b"
+    r"|\bare\s+you\s+still\s+there\s*\?"
     r"|\bwhat(?:'s| is) wrong with you\b|\bi give up\b|\bi(?:'m| am) (?:getting|becoming) (?:\w+ )?"
     r"(?:frustrated|annoyed|irritated|angry|upset|tired of this)\b",
 )
@@ -218,7 +225,7 @@ ANNOYANCE_NEEDS = (
     "unacceptable", "help", "joke", "waste", "kidding", "joking", "serious", "listen", " read", "understand",
     "making sense", "get it", "why", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
     "keep", "repeat", "stop", "working", "answer", "taking", "useful", "suggested",
-    "recommended", "showed", "offered",
+    "recommended", "showed", "offered", "myself", "there",
 )  # fmt: skip
 HUMAN_NEEDS = (
     "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect",

@@ -60,7 +60,7 @@ CUE_WORDS = frozenset(
     get listen read help give frustrated annoyed irritated angry upset tired fail failed
     human person agent representative rep manager supervisor operator someone
     seriously stop repeating answer answering answered transfer connect taking times hard difficult complicated
-    useful suggested recommended showed offered
+    useful suggested recommended showed offered still myself hello hey hi anyone anybody
     """.split()
 )
 #: confirmations repeat by nature ("yes, please proceed"); they are not the user repeating a request
