@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from tracing_eval.text import Folded, could_match, sentences
+from tracing_eval.text import Folded, could_match, holds_any, sentences
 
 #: the user rejects or disputes what the reply said, did or assumed (no context needed)
 DISPUTE = Folded(
@@ -104,8 +104,8 @@ ANNOYANCE = Folded(
     r"|\bdid you (?:even|actually) read (?:my|what)\b|\byou\s+(?:clearly|obviously)\s+(?:can'?t|cannot)\s+help\b"
     r"|\b(?:this|it)(?:'s|\s+is)\s+taking\s+(?:forever|so long|way too long|too long)\s*(?:[.!?,]|$)"
     r"|\b(?:forget it|never\s*mind)\W+(?:\w+\W+){0,4}?myself\b"
-    r"|^\W*(?:hello|hey|hi)\W*\?+\W*(?:are\s+you\s+(?:still\s+)?there|(?:is\s+)?any\s*(?:one|body)\s+there)\b"
-    r"|\bare\s+you\s+still\s+there\s*\?"
+    r"|^\W*(?:hello|hey|hi)\W*\?+\W*(?:are you there|are you still there|(?:is )?anyone there|(?:is )?anybody there)\b"
+    r"|\bare you still there\s*\?"
     r"|\bwhat(?:'s| is) wrong with you\b|\bi give up\b|\bi(?:'m| am) (?:getting|becoming) (?:\w+ )?"
     r"(?:frustrated|annoyed|irritated|angry|upset|tired of this)\b",
 )
@@ -225,11 +225,19 @@ ANNOYANCE_NEEDS = (
     "unacceptable", "help", "joke", "waste", "kidding", "joking", "serious", "listen", " read", "understand",
     "making sense", "get it", "why", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
     "keep", "repeat", "stop", "working", "answer", "taking", "useful", "suggested",
-    "recommended", "showed", "offered", "myself", "there",
+    "recommended", "showed", "offered", "myself", "you there", "still there", "one there", "body there",
 )  # fmt: skip
 HUMAN_NEEDS = (
     "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect",
 )  # fmt: skip
+
+
+def reads(pattern: Folded, needs: tuple[str, ...], text: str, low: str | None) -> bool:
+    """`pattern` found in `text` behind its gate `needs` (`could_match`); `low` is the text lower-cased
+    when it is ASCII, else None, so that a message is lower-cased once for all its cues."""
+    if low is None:
+        return bool(pattern.search(text))
+    return holds_any(low, needs) and bool(pattern.search_lower(low))
 
 
 def says_no_to_a_detail(text: str, reply: str) -> bool:

@@ -119,14 +119,15 @@ def flags_for(
         found["repeat"] = repeats_a_request(text, reply, earlier, words)
         found["shouting"] = shouting(text)
         return [f for f in FLAGS if found[f]]
+    low = text.lower() if text.isascii() else None  # lower-cased once for the cues that take it
     found = {
-        "correction": (cues.could_match(text, cues.DISPUTE_NEEDS) and bool(cues.DISPUTE.search(text)))
+        "correction": cues.reads(cues.DISPUTE, cues.DISPUTE_NEEDS, text, low)
         or cues.says_no_to_a_detail(text, reply)
         or cues.replaces_a_stated_value(text, reply),
-        "reminder": cues.could_match(text, cues.REMINDER_NEEDS) and bool(cues.REMINDER.search(text)),
+        "reminder": cues.reads(cues.REMINDER, cues.REMINDER_NEEDS, text, low),
         "retry": cues.retries_after_failure(text, reply),
         "repeat": repeats_a_request(text, reply, earlier, words),
-        "frustration": cues.could_match(text, cues.ANNOYANCE_NEEDS) and bool(cues.ANNOYANCE.search(text)),
+        "frustration": cues.reads(cues.ANNOYANCE, cues.ANNOYANCE_NEEDS, text, low),
         "escalation": cues.asks_for_a_human(text, reply),
         "shouting": shouting(text),
     }
