@@ -152,6 +152,9 @@ def test_an_unprompted_ask_for_a_human_at_the_end_is_abandonment() -> None:
         "You didn't answer my question.",
         "That doesn't answer my question.",
         "This isn't helpful at all.",
+        "You're not being very helpful.",
+        "Forget it, I'll do it myself.",
+        "Are you still there?",
     ],
 )
 def test_leaving_annoyed_at_the_assistant_is_abandonment(last: str) -> None:
