@@ -40,7 +40,8 @@ SUCCESS = Folded(
     r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed)\b"
     r"|\b(?:has|have) been\s+(?:\w+\s+)?(?:updated|cancell?ed|booked|changed|modified|processed|sent|created|added|"
     r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed|completed)\b"
-    r"|\b(?:is|are) (?:now )?(?:both )?(?:confirmed|booked|cancell?ed|all set)\b|\byou(?:'re| are) all set\b"
+    r"|\b(?:is|are) (?:now )?(?:both )?(?:confirmed|booked|cancell?ed|all set)\b"
+    r"|\byou(?:'re| are) (?:now )?(?:all set|booked|confirmed|registered|enrolled|subscribed)\b|^\W*all set\b"
 )
 ERROR_OR_APOLOGY = Folded(
     r"\bsorry\b|\bapologi[sz]e|\bunfortunately\b|\berror\b|\bfail(?:ed|ure|s)?\b|\bunable\b|\bissue\b|\bproblem\b"
@@ -291,7 +292,7 @@ class ToolErrors(MetricBase):
     """Tool-call failures per turn and per thread; not applicable without tool calls."""
 
     name = "tool_errors"
-    version = "6"
+    version = "7"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
