@@ -59,6 +59,7 @@ def test_clean_reply() -> None:
         ("Hello %(name)s, welcome back!", None, "placeholder"),
         ("Here is the snippet:\n```\nprint(1)\n```\nHello {{ user.name }}, anything else?", None, "placeholder"),
         ("See the list at https://example.com/ and,", None, "truncated"),
+        ("He has earned more than any other actor in the history of", None, "truncated"),
         # a chat template's special tokens leaked by a model served with the wrong template
         ("Your order has shipped.<|im_end|>", None, "placeholder"),
         ("Your order has shipped.<|eot_id|><|start_header_id|>assistant", None, "placeholder"),
@@ -79,6 +80,8 @@ def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> No
         "I want to go to Ohio with you",
         "hola. have you heard of the song by the band tamela",
         "Sure :)",
+        "What city are you looking for",
+        "Tell me what you are most afraid of?",
         "The behaviour is undefined in that case, so avoid it.",
         "None of the flights leave before noon.",
         "- item one\n- item two",

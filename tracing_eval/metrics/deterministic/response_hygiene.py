@@ -64,8 +64,9 @@ PLACEHOLDER = re.compile(
 #: every PLACEHOLDER match holds one of these: a cheap gate before stripping code and searching
 _MAYBE_PLACEHOLDER = ("{", "}", "$", "[", "<", "%", "undefined", "null", "None", "NaN")
 WHOLE_PLACEHOLDER = Folded(r"^\s*(?:none|null|undefined|nan|nil|\[\]|\{\})\s*$")
-#: words a finished English sentence almost never ends on (prepositions and pronouns can)
-DANGLING_WORDS = frozenset("a an the and or but nor because than my your our their its whose".split())
+#: words a finished English sentence almost never ends on without a mark after them (prepositions
+#: and pronouns can: "what are you looking for"; "of" hardly: "the nba is one of")
+DANGLING_WORDS = frozenset("a an the and or but nor because than my your our their its whose of".split())
 #: tool names that hand the conversation over; a turn that ends in one needs no reply text
 HANDOFF = re.compile(r"transfer|hand_?off|escalat|human|agent_?handover", re.IGNORECASE)
 _TAIL_WORD = re.compile(r"([^\W\d_]+)\W*$")
@@ -157,7 +158,7 @@ class ResponseHygiene(MetricBase):
     """Binary per-turn hygiene of the reply; the thread score is the share of clean turns."""
 
     name = "response_hygiene"
-    version = "6"
+    version = "7"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
