@@ -406,6 +406,15 @@ def test_no_replies_is_not_applicable() -> None:
     assert result.status == Status.NOT_APPLICABLE
 
 
+def test_the_marker_words_are_the_ones_the_language_lists_lack() -> None:
+    """`lexicons.ELSEWHERE_MARKERS` adds to the function words of `LANGUAGE_WORDS`; a word in both is
+    a copy that could drift."""
+    from tracing_eval.metrics.deterministic import lexicons
+
+    listed = frozenset().union(*(words for lang, words in lexicons.LANGUAGE_WORDS.items() if lang != "en"))
+    assert lexicons.ELSEWHERE_MARKERS.isdisjoint(listed)
+
+
 def test_english_text_keeps_the_english_only_patterns() -> None:
     """Other languages' patterns run only where a message may need them (speed), never on plain English."""
     from tracing_eval.metrics.deterministic.languages import maybe_elsewhere

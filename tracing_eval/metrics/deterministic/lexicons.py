@@ -421,15 +421,13 @@ REFUSAL_TRIGGERS: frozenset[str] = frozenset(
 #: verbs of refusing and words of asking for a value, so that a short message can be told from English.
 ELSEWHERE_MARKERS: frozenset[str] = frozenset(
     """
-    de su tu mi lo eso esto puedo podemos podría podria puede pedido número numero correo reserva usuario cuál
-    este esta estos información datos prefiero debo tengo siento lamentablemente disculpe solicitud
-    votre vous je ne peux pouvez commande numéro ce cette ces informations données nous pouvons
-    malheureusement désolé crains demande quel quelle
-    ich ihre ihr kann nicht leider nummer diese dieser diesen informationen daten muss wir können anfrage
-    wie lautet bitte gerne
-    seu sua meu não posso pode essa esse essas esses informações dados infelizmente desculpe tenho qual
-    di suo sua mio non posso può ordine queste questi questa informazioni dati devo possiamo purtroppo
-    dispiace temo richiesta sono
+    de esto puedo podemos podría podria puede pedido número numero correo reserva usuario cuál
+    estos información datos prefiero debo tengo siento lamentablemente disculpe solicitud
+    votre peux pouvez commande numéro ces informations données pouvons malheureusement désolé crains demande
+    quel quelle
+    ihr kann leider nummer diese dieser diesen informationen daten muss können anfrage wie lautet gerne
+    seu sua posso pode essa esse essas esses informações dados infelizmente desculpe tenho qual
+    suo sua può ordine queste questi informazioni dati devo possiamo purtroppo dispiace temo richiesta
     """.split()
 )
 
