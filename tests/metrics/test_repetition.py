@@ -182,6 +182,40 @@ def test_a_courtesy_formula_said_again_far_apart_is_no_repeat() -> None:
     assert run(far_apart(closing, f"Restart the router from its back panel. {closing}")).evidence["pairs"] == []
 
 
+def test_a_short_reply_said_again_word_for_word_is_a_repeat() -> None:
+    # one content word: too short to compare by its words, but said again it is the same reply
+    result = run(far_apart("Do you have a Pikachu?", "Do you have a Pikachu?"))
+    assert pairs(result) == [(0, 8, 1.0)]
+    assert result.evidence["replies_compared"] == 9
+    assert result.label == "partial"
+
+
+def test_a_short_reply_loop_at_the_end_is_fully() -> None:
+    result = run(chat("Hi", "Nice, me too, thanks.", "I like chess.", "Nice, me too, thanks.", "Chess is fun.",
+                      "Nice me too thanks"))  # fmt: skip
+    assert (result.label, result.evidence["repeated_messages"]) == ("fully", [3, 5])
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        ("Do you have a Pikachu?", "Do you have a pet?"),  # another content word
+        ("Ok, great.", "Ok, great."),  # under four words
+        ("What else can I do for you?", "What else can I do for you?"),  # a courtesy formula
+    ],
+)
+def test_short_replies_that_differ_are_too_short_or_courteous_are_no_repeat(first: str, again: str) -> None:
+    assert run(far_apart(first, again)).evidence["repeated_messages"] == []
+
+
+def test_a_short_answer_to_the_same_question_asked_again_is_neutral() -> None:
+    result = run(
+        chat("Where was it filmed?", "It was in Pennsylvania.", "Where was it filmed?", "It was in Pennsylvania.")
+    )
+    assert result.evidence["repeated_messages"] == []
+    assert [p["kind"] for p in result.evidence["neutral_pairs"]] == ["same_question"]
+
+
 def nonsense(k: int) -> str:
     """Four made-up words that no other `k` shares (letters only: numbers would all read as `#`)."""
     return " ".join("".join(chr(97 + int(d)) for d in f"{4 * k + w:05d}") for w in range(4)) + "."

@@ -13,6 +13,9 @@ says that sentence again word for word (numbers included). Reply j then:
 - rehashes when, short of that, one of its sentences rewords an earlier one (ratio >= 0.5 and
   3+ shared tokens once the words the user just brought up are set aside).
 
+A short reply with no compared sentence (4+ words, one content token: "Do you have a Pikachu?")
+repeats near-verbatim when any earlier reply said it word for word.
+
 A sentence holding a courtesy formula ("let me know if there is anything else") is not counted.
 A match with an earlier reply is neutral, not a repeat, when
 - the user asked the same thing again and this is the first re-answer (a third identical answer to
@@ -70,6 +73,7 @@ USER_WINDOW = 6
 #: what the user or a tool brought up in this many turns before a reply can make it a new answer
 SINCE_TURNS = 12
 MAX_SEGMENTS = 20
+NEUTRAL_KINDS = ("same_question", "requested", "new_details")
 #: Bounds that keep one huge reply linear: a reply's first MAX_COMPARED sentences are compared (its
 #: later ones are not), by their first MAX_SENTENCE_TOKENS tokens, and the whole reply by its first
 #: MAX_WHOLE_TOKENS (a user message too, where two are compared). A sentence is scored against every
@@ -99,7 +103,7 @@ _RESTATE = re.compile(
 _FORMULA = re.compile(
     r"\b(?:let me know|anything else|feel free|happy to help|glad to help|hope (?:this|that) helps"
     r"|have a (?:great|nice|good|wonderful|safe) (?:day|one|trip|flight|evening|night|weekend)|youre welcome"
-    r"|something else|(?:any|some) other help|need (?:any )?more help"
+    r"|something else|what else can i (?:do|help)|(?:any|some) other help|need (?:any )?more help"
     r"|further (?:assistance|questions|help)|any (?:other|more|further) questions"
     r"|thank you for (?:your patience|contacting|reaching out|choosing|waiting))\b"
 )
@@ -123,6 +127,7 @@ class Reply:
     raw: frozenset[str]  # content tokens as written, numbers and codes kept
     words: int  # word units, stop-words included
     content: int  # content tokens
+    echo: str = ""  # a short reply with no compared sentence, word for word ("" when it has one)
 
     @property
     def size(self) -> int:
@@ -215,14 +220,19 @@ def prepare(items: list[Located]) -> list[Reply]:
             words += n
         whole = _hash_numbers(raw)
         keys.append(whole[:MAX_WHOLE_TOKENS] if len(whole) >= LONG_SENTENCE_TOKENS else [])
-        parts.append((item, sents, keys[-len(sents) - 1 : -1], exact, raw, words))
+        echo = ""
+        if not compared and raw and words >= MIN_SHORT_SENTENCE_WORDS and not any(map(courtesy, sents)):
+            echo = " ".join(chain.from_iterable(sents))
+        parts.append((item, sents, keys[-len(sents) - 1 : -1], exact, raw, words, echo))
     encoded = encode_all(keys)
     out = []
     at = 0
-    for item, sents, sentence_keys, exact, raw, words in parts:
+    for item, sents, sentence_keys, exact, raw, words, echo in parts:
         end = at + len(sents)
         out.append(
-            Reply(item, sents, sentence_keys, encoded[at:end], exact, encoded[end], frozenset(raw), words, len(raw))
+            Reply(
+                item, sents, sentence_keys, encoded[at:end], exact, encoded[end], frozenset(raw), words, len(raw), echo
+            )
         )
         at = end + 1
     return out
@@ -317,8 +327,10 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
     """Find repeating replies: sentence matches against the previous `window` replies, and
     sentences said word for word in any reply before them.
 
-    Replies with fewer than two content tokens are left out (`compared` lists the others)."""
-    prepared = [r for r in prepare(items) if r.content >= MIN_SENTENCE_TOKENS]
+    A short reply with no compared sentence ("Do you have a Pikachu?") repeats when an earlier reply
+    said it word for word. Other replies with fewer than two content tokens are left out (`compared`
+    lists the rest)."""
+    prepared = [r for r in prepare(items) if r.content >= MIN_SENTENCE_TOKENS or r.echo]
     repeats: list[Pair] = []
     neutral: list[Pair] = []
     top = top_sentence = 0.0
@@ -334,6 +346,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
     for r in prepared:
         starts.append(starts[-1] + sum(1 for u in r.units if u))
     said: dict[str, int] = {}  # a compared sentence, word for word -> the last reply that said it
+    echoed: dict[str, int] = {}  # a short reply, word for word -> the last reply that said it
     for j, reply in enumerate(prepared):
         lo = max(0, j - window)
         earlier = prepared[lo:j]
@@ -393,6 +406,13 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
             matched[k] = max(matched.get(k, 0), round(reply.size * whole_best[1]))
             best_sim[k] = max(best_sim.get(k, 0.0), whole_best[1])
         if not reply.size:
+            if reply.echo:
+                k = echoed.get(reply.echo, -1)
+                echoed[reply.echo] = j
+                if k >= 0:
+                    pair = _classify(j, reply, prepared, {k: reply.words}, {k: 1.0}, ctx, same_answers)
+                    if pair is not None:
+                        (neutral if pair.kind in NEUTRAL_KINDS else repeats).append(pair)
             continue
         if not matched:
             pair = _rehash_pair(reply, prepared, rehash, ctx, same_answers)
@@ -402,7 +422,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
         pair = _classify(j, reply, prepared, matched, best_sim, ctx, same_answers)
         if pair is None:
             continue
-        (neutral if pair.kind in ("same_question", "requested", "new_details") else repeats).append(pair)
+        (neutral if pair.kind in NEUTRAL_KINDS else repeats).append(pair)
     return Analysis(
         repeats,
         neutral,
@@ -444,7 +464,7 @@ def _classify(
     same_answers: dict[int, int],
 ) -> Pair | None:
     """The pair for reply j: a repeat, a neutral echo, or None when the overlap is too small."""
-    size = reply.size
+    size = reply.size or reply.words
     counted: dict[int, int] = {}
     first_neutral: tuple[int, str] | None = None
     for k, n in matched.items():
@@ -551,7 +571,7 @@ class Repetition(MetricBase):
     """Thread-scope repetition between assistant replies, sentence by sentence (V5−)."""
 
     name = "repetition"
-    version = "3"
+    version = "4"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
