@@ -208,10 +208,18 @@ def test_short_replies_that_differ_are_too_short_or_courteous_are_no_repeat(firs
     assert run(far_apart(first, again)).evidence["repeated_messages"] == []
 
 
+def test_short_replies_alone_that_do_not_repeat_are_not_applicable() -> None:
+    # too little to call the thread free of repetition: the judge's gate must still ask
+    result = run(chat("Hi", "Do you like music?", "Yes", "Do you have any pets?", "No", "I DON'T KNOW"))
+    assert result.status == Status.NOT_APPLICABLE
+
+
 def test_a_short_answer_to_the_same_question_asked_again_is_neutral() -> None:
     result = run(
-        chat("Where was it filmed?", "It was in Pennsylvania.", "Where was it filmed?", "It was in Pennsylvania.")
-    )
+        chat("Tell me about the film.", "A thriller about two brothers who run a diner in a small town.",
+             "Who directed it?", "Kathryn Bigelow directed it, her third feature after two shorts.",
+             "Where was it filmed?", "It was in Pennsylvania.", "Where was it filmed?", "It was in Pennsylvania.")
+    )  # fmt: skip
     assert result.evidence["repeated_messages"] == []
     assert [p["kind"] for p in result.evidence["neutral_pairs"]] == ["same_question"]
 

@@ -167,6 +167,7 @@ class Analysis:
     segments: list[dict[str, Any]]
     language_covered: bool
     compared: list[Located]
+    wordy: int  # compared replies with two or more content tokens (the rest are short replies)
 
 
 def encode_all(keys: list[list[str]]) -> list[str]:
@@ -431,6 +432,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
         _segments(segments, segment_text),
         covered_language(prepared),
         [r.item for r in prepared],
+        sum(r.content >= MIN_SENTENCE_TOKENS for r in prepared),
     )
 
 
@@ -584,7 +586,9 @@ class Repetition(MetricBase):
         ctx = Context.of(thread)
         found = analyse(all_replies, ctx)
         items = found.compared
-        if len(items) < 2:
+        # short replies said again are repeats, but short replies alone are too little to call a
+        # thread free of repetition (the judge's gate reads "none" as nothing to find)
+        if len(items) < 2 or (found.wordy < 2 and not found.repeats):
             return [not_applicable(self.spec, f"fewer than two replies with {MIN_SENTENCE_TOKENS}+ content words")]
         label = verdict(found.repeats, items)
         evidence = {
