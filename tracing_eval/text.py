@@ -158,14 +158,18 @@ def word_units(text: str) -> list[str]:
 _ENDS = frozenset(".!?…。！？；｡।؟\n")
 # A run of sentence marks is tried whole from its first mark only (the look-behind, and no giving
 # back): a mark is a sentence end only when its run is followed by a space, the end or a spaceless
-# script, and retrying inside a long run not so followed ("!?!?...") would cost its square.
-_PIECE = re.compile(rf"[^\W_{SPACELESS}]+|[{SPACELESS}]+|(?<![.!?…])[.!?…]++(?=\s|$|[{SPACELESS}])|[。！？；｡।؟\n]")
-_ASCII_PIECE = re.compile(r"[a-z0-9]+|(?<![.!?])[.!?]++(?=\s|$)|\n")
+# script, and retrying inside a long run not so followed ("!?!?...") would cost its square. A "?" or
+# "!" between two letters ends a sentence too: chatbots run sentences together ("movie?with").
+_PIECE = re.compile(
+    rf"[^\W_{SPACELESS}]+|[{SPACELESS}]+|(?<![.!?…])[.!?…]++(?=\s|$|[{SPACELESS}])|(?<=[^\W\d_])[?!]++(?=[^\W\d_])"
+    r"|[。！？；｡।؟\n]"
+)
+_ASCII_PIECE = re.compile(r"[a-z0-9]+|(?<![.!?])[.!?]++(?=\s|$)|(?<=[a-z])[?!]++(?=[a-z])|\n")
 
 
 def sentence_words(text: str) -> list[list[str]]:
-    """The word units of each sentence, in one pass over the text: the same sentence ends as
-    `sentences` and the same units as `word_units`; sentences without words are left out."""
+    """The word units of each sentence, in one pass over the text: the sentence ends of `sentences`,
+    and a "?" or "!" between two letters; the units of `word_units`; sentences without words left out."""
     folded = (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
     if "'" in folded or "\u2019" in folded:
         folded = _APOSTROPHE.sub("", folded)

@@ -43,11 +43,20 @@ def test_a_long_run_before_a_stray_at_sign_is_no_email_and_the_real_one_is_found
 
 
 def test_sentence_ends_in_a_long_run_of_marks_never_followed_by_a_space() -> None:
-    assert sentence_words("Really?!? Yes... ok!!!x") == [["really"], ["yes"], ["ok", "x"]]
-    assert sentence_words("Vraiment ?! Oui… 好的。") == [["vraiment"], ["oui"], ["好的"]]
-    hostile = "one two" + "!?" * N + "x. three four."
-    assert sentence_words(hostile) == [["one", "two", "x"], ["three", "four"]]
-    assert sentence_words("é" + "?!" * N + "x. fin.") == [["é", "x"], ["fin"]]
+    # a run ends a sentence before a space or, when it holds only ? and !, between two letters
+    # ("movie?with": chatbots run sentences together); a dot between letters never does
+    assert sentence_words("Really?!? Yes... ok!!!x www.example.com?id") == [
+        ["really"],
+        ["yes"],
+        ["ok"],
+        ["x", "www", "example", "com"],
+        ["id"],
+    ]
+    assert sentence_words("Vraiment ?! Oui… 好的。¿Qué?Sí") == [["vraiment"], ["oui"], ["好的"], ["qué"], ["sí"]]
+    assert sentence_words("one two" + "!?" * N + "x. three four.") == [["one", "two"], ["x"], ["three", "four"]]
+    assert sentence_words("one two" + "!?." * N + "x. three four.") == [["one", "two", "x"], ["three", "four"]]
+    assert sentence_words("é" + "?!" * N + "x. fin.") == [["é"], ["x"], ["fin"]]
+    assert sentence_words("é" + "?!." * N + "x. fin.") == [["é", "x"], ["fin"]]
 
 
 def test_codes_and_user_ids_next_to_a_long_run_of_hyphenated_words() -> None:

@@ -208,6 +208,12 @@ def test_short_replies_that_differ_are_too_short_or_courteous_are_no_repeat(firs
     assert run(far_apart(first, again)).evidence["repeated_messages"] == []
 
 
+def test_a_sentence_run_into_the_next_one_is_still_found() -> None:
+    result = run(chat("I like the Avengers films.", "Which one is your favorite movie?", "There are so many.",
+                      "Which one is your favorite movie?With all the characters in it, it is the best one."))  # fmt: skip
+    assert result.evidence["repeated_messages"] == [3]
+
+
 def test_short_replies_alone_that_do_not_repeat_are_not_applicable() -> None:
     # too little to call the thread free of repetition: the judge's gate must still ask
     result = run(chat("Hi", "Do you like music?", "Yes", "Do you have any pets?", "No", "I DON'T KNOW"))
