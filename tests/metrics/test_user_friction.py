@@ -226,6 +226,12 @@ def test_more_corrections_and_reminders(text: str, flag: str) -> None:
         ("Those aren't the seats I booked.", "correction"),
         ("Hmm, that's not quite right.", "correction"),
         ("I don't think you understood me.", "correction"),
+        ("Why would you say that? I'm still here.", "correction"),
+        ("You're lying.", "frustration"),
+        ("No you were not. Why are you lying?", "frustration"),
+        ("Are you lying to me?", "frustration"),
+        ("You lied to me about the fee.", "frustration"),
+        ("Why are you so obsessed with U.S. presidents?", "frustration"),
     ],
 )
 def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -> None:
@@ -251,6 +257,11 @@ def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -
         "That's not the hotel I stayed at last time, but it looks nice.",
         "It isn't quite ready yet, I'll write again tomorrow.",
         "I don't think you'll believe how nice the view was.",
+        "Why would you recommend the Hilton over the Marriott?",
+        "Why do you like music?",
+        "I was lying on the beach all day.",
+        "Are you lying down?",
+        "My kids are obsessed with that show.",
     ],
 )
 def test_the_same_words_about_something_else_are_no_friction(text: str) -> None:
@@ -414,6 +425,9 @@ def test_no_user_messages_is_not_applicable() -> None:
         "forget it, I'll do it myself",
         "hello? are you there?",
         "are you still there?",
+        "why would you say that",
+        "you lied",
+        "why are you obsessed with it",
     ],
 )
 def test_the_cue_word_shortcut_never_hides_a_cue(text: str) -> None:

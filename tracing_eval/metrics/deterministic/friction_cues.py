@@ -35,6 +35,7 @@ DISPUTE = Folded(
     r"(?:mistake|error|misunderstanding|mix-?up|confusion)\b"
     r"|\bi (?:never|did ?n'?t|did not) (?:say|said|ask|asked|want|wanted|request|requested|choose|book)\b"
     r"|\bare you sure\b|\bthat can'?t be (?:right|correct|true)\b|\bi don'?t believe (?:you|that|it)\b"
+    r"|\bwhy would you (?:even )?(?:say|think|suggest|recommend|do) (?:that|this|it)\b"
     # what the reply offers or states does not do: "That won't work for me", "No, that's not good"
     r"|^\W*(?:\w+\W+)?(?:that|this)\s+(?:won'?t|will not|doesn'?t|does not|wouldn'?t|would not"
     r"|isn'?t going to|is not going to)\s+work\b|^\W*(?:\w+\W+)?(?:that|this)(?:'s|\s+is)\s+not\s+(?:good|ok|okay)\b",
@@ -106,6 +107,9 @@ ANNOYANCE = Folded(
     r"|\b(?:forget it|never\s*mind)\W+(?:\w+\W+){0,4}?myself\b"
     r"|^\W*(?:hello|hey|hi)\W*\?+\W*(?:are you there|are you still there|(?:is )?anyone there|(?:is )?anybody there)\b"
     r"|\bare you still there\s*\?"
+    r"|\byou(?:'re|\s+are)\s+(?:just\s+)?lying\b|\byou\s+(?:just\s+)?lied\b|\bstop\s+lying\b"
+    r"|\bwhy (?:are|would) you (?:be\s+)?lying\b|\bare you lying to me\b"
+    r"|\bwhy are you (?:so\s+)?(?:\w+\s+)?obsessed\b"
     r"|\bwhat(?:'s| is) wrong with you\b|\bi give up\b|\bi(?:'m| am) (?:getting|becoming) (?:\w+ )?"
     r"(?:frustrated|annoyed|irritated|angry|upset|tired of this)\b",
 )
@@ -216,7 +220,7 @@ def replaces_a_stated_value(text: str, reply: str) -> bool:
 DISPUTE_NEEDS = (
     "not", "n't", "isn", "wasn", "aren", "wrong", "incorrect", "mistaken", "misunderstood", "misheard", "misread",
     "mixed", "mistake", "error", "misunderstanding", "mix", "confusion", "never", "did", "sure", "cant", "believe",
-    "sense", "think you",
+    "sense", "think you", "why would",
 )  # fmt: skip
 REMINDER_NEEDS = ("already", "just", "said", "told", "mentioned", "asked", "explained", "wrote", "again", "time")
 RETRY_NEEDS = ("again", "check", "try", "keep")
@@ -226,6 +230,7 @@ ANNOYANCE_NEEDS = (
     "making sense", "get it", "why", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
     "keep", "repeat", "stop", "working", "answer", "taking", "useful", "suggested",
     "recommended", "showed", "offered", "myself", "you there", "still there", "one there", "body there",
+    "lying", "lied", "obsessed",
 )  # fmt: skip
 HUMAN_NEEDS = (
     "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect",

@@ -60,6 +60,7 @@ CUE_WORDS = frozenset(
     get listen read help give frustrated annoyed irritated angry upset tired fail failed
     human person agent representative rep manager supervisor operator someone
     seriously stop repeating answer answering answered transfer connect taking times hard difficult complicated
+    why lying lied obsessed
     useful suggested recommended showed offered still myself hello hey hi anyone anybody
     """.split()
 )
@@ -153,7 +154,7 @@ class UserFriction(MetricBase):
     """Per user turn friction flags and the thread's friction rate."""
 
     name = "user_friction"
-    version = "6"
+    version = "7"
     tier = "deterministic"
     scopes = ("turn", "thread")
     needs_answer = False
