@@ -40,7 +40,7 @@ def run(*replies: str, users: list[str] | None = None):
 
 def test_weights_and_version() -> None:
     assert WEIGHTS == {"none": 1.0, "partial": 0.7, "fully": 0.0}
-    assert RefusalLoop.version == "7"
+    assert RefusalLoop.version == "8"
 
 
 def test_bare_refusal_loop_is_fully() -> None:
@@ -222,6 +222,10 @@ REFUSALS = [
     "However, I must inform you that it is not appropriate to discuss ways to harm people.",
     "Im sorry but I cant do that.",  # contractions typed without the apostrophe
     "I wont be able to share that.",
+    # declining to take a side (version 8)
+    "I'm just an AI, I don't have personal opinions or beliefs, and I cannot take a stance on political issues.",
+    "I can't take sides on this.",
+    "I cannot express an opinion on that.",
     # one refusal per covered language
     "Lo siento, pero no puedo ayudarte con eso.",
     "No me es posible procesar el reembolso de un billete básico.",
@@ -277,6 +281,8 @@ NON_REFUSALS = [
     "I can't cancel it without your explicit confirmation, so shall I go ahead?",
     "I can't thank you enough for your patience.",
     "I can't stress enough how important backups are.",
+    "I can't express how sorry I am about the delay.",
+    "You can't take a position in the queue without a ticket.",
     "I can't help but notice you booked two seats.",
     "No problem, done.",
     "I'll pass on this feedback to the team.",

@@ -61,6 +61,7 @@ _EN_VERBS = (
     r"|continue|proceed|accommodate|grant|perform|carry out|change|modify|cancel|book|issue|refund"
     r"|approve|authori[sz]e|override|waive|make|allow|permit|access|look up|retrieve|obtain|speculate"
     r"|glorify|justify|satisfy|entertain|accept|browse|get into|go into|weigh in|determine"
+    r"|take (?:a |any )?(?:stance|sides?|position)|express (?:an?|my|any) (?:personal )?(?:opinions?|views?|stance)"
 )
 
 #: Account and order operations of a support assistant ("I'm unable to *remove* a passenger", "I cannot
