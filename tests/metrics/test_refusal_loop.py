@@ -226,6 +226,7 @@ REFUSALS = [
     "I'm just an AI, I don't have personal opinions or beliefs, and I cannot take a stance on political issues.",
     "I can't take sides on this.",
     "I cannot express an opinion on that.",
+    "I'm not programmed to provide that kind of information.",
     # one refusal per covered language
     "Lo siento, pero no puedo ayudarte con eso.",
     "No me es posible procesar el reembolso de un billete básico.",
@@ -283,6 +284,7 @@ NON_REFUSALS = [
     "I can't stress enough how important backups are.",
     "I can't express how sorry I am about the delay.",
     "You can't take a position in the queue without a ticket.",
+    "I'm not designed to be perfect, but here is the answer: 42.",
     "I can't help but notice you booked two seats.",
     "No problem, done.",
     "I'll pass on this feedback to the team.",

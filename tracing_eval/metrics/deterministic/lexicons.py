@@ -106,7 +106,7 @@ _IT_VERBS = (
 #: "can't", "won't", "am unable to", "am not allowed to" ... as a refusal says them after "I"
 _EN_CANNOT = (
     r"can ?not|can'?t|won'?t|will not|shall not|must not|(?:not |un)able to|not going to"
-    r"|not (?:allowed|permitted|authori[sz]ed) to|won'?t be able to|will not be able to"
+    r"|not (?:allowed|permitted|authori[sz]ed|programmed|designed) to|won'?t be able to|will not be able to"
     r"|(?:can ?not|can't) and (?:will not|won't)"
 )
 
