@@ -227,6 +227,7 @@ REFUSALS = [
     "I can't take sides on this.",
     "I cannot express an opinion on that.",
     "I'm not programmed to provide that kind of information.",
+    "I do not recommend or condone violence, and I won't help with this.",
     # one refusal per covered language
     "Lo siento, pero no puedo ayudarte con eso.",
     "No me es posible procesar el reembolso de un billete básico.",
@@ -285,6 +286,8 @@ NON_REFUSALS = [
     "I can't express how sorry I am about the delay.",
     "You can't take a position in the queue without a ticket.",
     "I'm not designed to be perfect, but here is the answer: 42.",
+    "I don't recommend mixing bleach and ammonia; for the bathroom use a diluted bleach solution.",
+    "I don't really suggest driving; take the train instead.",
     "I can't help but notice you booked two seats.",
     "No problem, done.",
     "I'll pass on this feedback to the team.",

@@ -396,6 +396,8 @@ IDIOM_CUES: str = (
     r"|emphasi[sz]e\s+(?:\w+\s+){0,2}enough|say\s+(?:\w+\s+){0,2}enough|do\s+(?:it|this|that)\s+without\s+you)"
     r"|\blo\s+suficiente\b|\bassez\s+(?:vous\s+)?remercier\b|\bgenug\s+danken\b|\babbastanza\b"
     r"|\bno\s+(?:puedo|podemos)\s+esperar\b|\bnão\s+(?:posso|podemos|consigo)\s+esperar\b"
+    # advice against something, not a refusal: "I don't recommend mixing bleach and ammonia"
+    r"|\b(?:do\s+not|don't)\s+(?:\w+\s+)?(?:recommend|suggest|advise)\b(?!\s+(?:or|and|nor)\b)"
 )
 
 #: Every refusal cue contains one of these words (or a word ending in n't, starting with n' or kein):
