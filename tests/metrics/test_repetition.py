@@ -214,6 +214,35 @@ def test_a_sentence_run_into_the_next_one_is_still_found() -> None:
     assert result.evidence["repeated_messages"] == [3]
 
 
+def lookups(*order_ids: str, asks: tuple[str, ...] = ("Where is my order {}?", "And where is {}?")) -> Thread:
+    """A user asks after each order in turn; the assistant says the same words before each lookup."""
+    msgs: list[dict[str, Any]] = []
+    for k, (order, ask) in enumerate(zip(order_ids, asks, strict=False)):
+        call = {
+            "id": str(k),
+            "type": "function",
+            "function": {"name": "get_order", "arguments": f'{{"id": "{order}"}}'},
+        }
+        msgs += [
+            {"role": "user", "content": ask.format(order)},
+            {"role": "assistant", "content": "Let me check that order for you right away.", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": str(k), "content": '{"status": "processing"}'},
+            {"role": "assistant", "content": f"Order {order} is still being processed; it ships within two days."},
+        ]
+    return thread_from_messages("t", msgs)
+
+
+def test_the_same_words_before_another_lookup_are_a_new_action() -> None:
+    result = run(lookups("W1234567", "W7654321"))
+    assert result.evidence["repeated_messages"] == []
+    assert [p["kind"] for p in result.evidence["neutral_pairs"]] == ["new_details", "new_details"]
+
+
+def test_the_same_words_before_the_same_lookup_are_a_repeat() -> None:
+    result = run(lookups("W1234567", "W1234567", asks=("Where is my order {}?", "Can you cancel it instead?")))
+    assert result.evidence["repeated_messages"] == [5, 7]
+
+
 def test_short_replies_alone_that_do_not_repeat_are_not_applicable() -> None:
     # too little to call the thread free of repetition: the judge's gate must still ask
     result = run(chat("Hi", "Do you like music?", "Yes", "Do you have any pets?", "No", "I DON'T KNOW"))

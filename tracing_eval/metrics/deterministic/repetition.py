@@ -35,6 +35,7 @@ word for word, so the cost grows linearly with the thread.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse
@@ -128,6 +129,7 @@ class Reply:
     words: int  # word units, stop-words included
     content: int  # content tokens
     echo: str = ""  # a short reply with no compared sentence, word for word ("" when it has one)
+    calls: frozenset[str] = frozenset()  # content tokens of the arguments of the tool calls it makes
 
     @property
     def size(self) -> int:
@@ -232,11 +234,31 @@ def prepare(items: list[Located]) -> list[Reply]:
         end = at + len(sents)
         out.append(
             Reply(
-                item, sents, sentence_keys, encoded[at:end], exact, encoded[end], frozenset(raw), words, len(raw), echo
+                item,
+                sents,
+                sentence_keys,
+                encoded[at:end],
+                exact,
+                encoded[end],
+                frozenset(raw),
+                words,
+                len(raw),
+                echo,
+                _call_tokens(item),
             )
         )
         at = end + 1
     return out
+
+
+def _call_tokens(item: Located) -> frozenset[str]:
+    """Content tokens of the arguments of the reply's tool calls ("Let me check that for you." with
+    another order id is another action, not a repeat)."""
+    calls = item.message.tool_calls
+    if not calls:
+        return frozenset()
+    texts = (c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments, default=str) for c in calls)
+    return frozenset(tokens(" ".join(texts)))
 
 
 def covered_language(prepared: list[Reply]) -> bool:
@@ -316,7 +338,8 @@ def _neutral_kind(first: Reply, later: Reply, ctx: Context, answers_to_same: int
         return "requested"
     # character pairs of spaceless scripts are too small to show what the user brought up: words of
     # three or more characters, numbers and codes do
-    new = [t for t in ctx.brought_up(later.raw - first.raw, first.item, later.item) if len(t) >= 3 or _DIGIT.search(t)]
+    said = (later.raw - first.raw) | (later.calls - first.calls)  # words against words, calls against calls
+    new = [t for t in ctx.brought_up(said, first.item, later.item) if len(t) >= 3 or _DIGIT.search(t)]
     if len(new) >= 2 or any(_DIGIT.search(t) for t in new):
         return "new_details"
     if ctx.same_question(first.item.turn, later.item.turn) and answers_to_same < 2:
