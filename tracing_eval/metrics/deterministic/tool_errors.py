@@ -42,12 +42,15 @@ SUCCESS = Folded(
     r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed|completed)\b"
     r"|\b(?:is|are) (?:now )?(?:both )?(?:confirmed|booked|cancell?ed|all set)\b"
     r"|\byou(?:'re| are) (?:now )?(?:all set|booked|confirmed|registered|enrolled|subscribed)\b|^\W*all set\b"
+    r"|\bi\s+(?:just\s+|already\s+|successfully\s+|also\s+)?(?:updated|cancell?ed|booked|changed|modified|processed"
+    r"|created|added|removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|transferred|placed)\b"
+    r"|\b(?:went|has gone|have gone) through\b|\b(?:is|are) now (?:updated|changed|active|live|in place)\b"
 )
 ERROR_OR_APOLOGY = Folded(
     r"\bsorry\b|\bapologi[sz]e|\bunfortunately\b|\berror\b|\bfail(?:ed|ure|s)?\b|\bunable\b|\bissue\b|\bproblem\b"
     r"|\bcould(?:n'?t| not)\b|\bcan(?:'?t|not)\b|\bdid(?:n'?t| not)\b|\bwas(?:n'?t| not)\b|\bdoes(?:n'?t| not)\b"
     r"|\bis(?:n'?t| not)\b|\bnot (?:possible|able|available|allowed|eligible)\b|\bhowever\b|\bdeclined\b|\bdenied\b"
-    r"|\binvalid\b"
+    r"|\binvalid\b|\bcrash(?:ed|es)?\b|\bwent wrong\b"
 )
 
 
@@ -292,7 +295,7 @@ class ToolErrors(MetricBase):
     """Tool-call failures per turn and per thread; not applicable without tool calls."""
 
     name = "tool_errors"
-    version = "7"
+    version = "8"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
