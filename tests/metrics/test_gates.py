@@ -50,7 +50,8 @@ def test_every_cue_alternative_names_one_of_its_gate_pieces(pattern: re.Pattern[
         ("Oops, typo", slots.USER_CORRECTION, slots.USER_CORRECTION_NEEDS),
         ("I don't remember it", slots.USER_RETRACTION, slots.USER_RETRACTION_NEEDS),
         ("What is your E-MAIL?", slots.SLOTS[1].asked_as, slots.SLOT_NAME_NEEDS),
-        ("Who am I speaking with?", slots.SLOTS[-1].asked_as, slots.SLOT_NAME_NEEDS),
+        ("Who am I speaking with?", slots.SLOT_BY_NAME["name"].asked_as, slots.SLOT_NAME_NEEDS),
+        ("And for HOW MANY PEOPLE?", slots.SLOT_BY_NAME["party_size"].asked_as, slots.SLOT_NAME_NEEDS),
     ],
 )
 def test_cue_gates_let_every_match_through(text: str, pattern: re.Pattern[str], needs: tuple[str, ...]) -> None:
@@ -63,17 +64,25 @@ def test_cue_gates_skip_only_ascii_text_without_their_pieces() -> None:
     assert could_match("Où est mon colis ?", cues.HUMAN_NEEDS)  # non-ASCII: always read
 
 
-def _leading_words(source: str) -> list[str]:
-    """The keywords a keyed value pattern opens with: `\\b(?:order|pedido|...)` or `\\btracking`."""
-    source = source.removeprefix("\\b")
-    if not source.startswith("(?"):
-        return [re.match(r"\w+", source).group(0)]  # type: ignore[union-attr]
-    start = source.index(":") + 1
-    depth, k = 1, start
+def _group_end(source: str, start: int) -> int:
+    """The index just after the group whose "(" is at `start`."""
+    depth, k = 1, start + 1
     while depth:
         depth += {"(": 1, ")": -1}.get(source[k], 0)
         k += 1
-    return alternatives(source[start : k - 1])
+    return k
+
+
+def _leading_words(source: str) -> list[str]:
+    """The keywords a keyed value pattern opens with: `\\b(?:order|pedido|...)` or `\\btracking`; or,
+    for a value before its keyword (`\\b(<count>)\\s+(?:people|...)`), the keywords after the value."""
+    source = source.removeprefix("\\b")
+    if source.startswith("(") and not source.startswith("(?"):
+        source = source[_group_end(source, 0) :].removeprefix("\\s+")
+    if not source.startswith("(?"):
+        return [re.match(r"\w+", source).group(0)]  # type: ignore[union-attr]
+    start = source.index(":") + 1
+    return alternatives(source[start : _group_end(source, start - 3) - 1])
 
 
 def _ascii_spelling(word: str) -> str:

@@ -118,6 +118,8 @@ def test_bare_value_answering_an_ask_fills_the_slot() -> None:
         ),
         ("name", "Hi, my name is Jane Doe.", "May I have your full name?", "Jane Doe"),
         ("order_number", "My order number is 448812.", "Can I get your order number?", "448812"),
+        ("party_size", "A table for 4 people at 7 pm, please.", "And how many people will be joining?", "4"),
+        ("party_size", "I need three tickets to the show.", "Sure, how many tickets?", "three"),
     ],
 )
 def test_each_slot_type_is_tracked(slot: str, given: str, ask: str, value: str) -> None:
@@ -402,3 +404,26 @@ def test_the_whole_reply_gate_never_hides_an_ask() -> None:
                 named += 1
                 assert slots.could_name_a_slot(text, elsewhere=elsewhere), text
     assert named > 1000
+
+
+@pytest.mark.parametrize(
+    ("texts", "kinds"),
+    [
+        # a bare count answers the ask; asking again in the next turn is a re-ask
+        (("I need a table at 7.", "How many people?", "4", "Great. And how many guests will there be?"),
+         ["first", "reask"]),
+        # "three" and "3" are one count: this confirms it
+        (("I want three tickets for the show.", "Please confirm the number of tickets: 3?"), ["confirmation"]),
+        # a count given for one booking does not answer the ask for the next one
+        (("Book the hotel for 2 people, 2 nights.", "Done. Anything else?", "Yes, a train to London.",
+          "Sure. Which day?", "Friday morning.", "How many tickets do you need?"), ["first"]),
+        # the ask names another service, or wants a different count
+        (("A table for 4 please.", "Booked! Shall I call a taxi? How many people in the taxi?"), ["other_value"]),
+        (("Two adults please.", "And how many tickets for the children?"), ["other_value"]),
+        # a time is no count, and days are not people
+        (("Bus tickets for 6:15 in the evening, please.", "How many tickets would you like?"), ["first"]),
+        (("I need 2 tickets for later today.", "For how many days?"), []),
+    ],
+)  # fmt: skip
+def test_party_size_is_asked_again_only_for_the_same_booking(texts: tuple[str, ...], kinds: list[str]) -> None:
+    assert [a.kind for a in find_asks(chat(*texts)) if a.slot == "party_size"] == kinds

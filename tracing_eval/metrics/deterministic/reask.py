@@ -4,9 +4,9 @@ Slot names and ways of asking are known in English, Spanish, French, German, Por
 Italian (`LANGUAGES`); a thread whose replies are all in another language is `not_applicable`.
 
 User messages fill a slot ledger (order numbers, emails, phones, ZIPs, dates, user, account and
-reservation ids, names); a bare value answering a direct ask fills the asked slot. An assistant
-sentence that names a slot and carries a request marker is an ask; an ask for a slot already in
-the ledger is a re-ask unless it confirms the known value, offers values to choose from, wants a
+reservation ids, names, party sizes); a bare value answering a direct ask fills the asked slot. An
+assistant sentence that names a slot and carries a request marker is an ask; an ask for a slot in
+the ledger (a party size: given this turn or the last) is a re-ask unless it confirms the known value, offers values to choose from, wants a
 different value of the kind, restates a known slot next to a new one in a statement of need
 ("I'll need your user ID and the reservation ID"), or is justified (not found / invalid nearby,
 a failed tool call in the same or previous turn, or the user just said the value was wrong).
@@ -223,6 +223,9 @@ def find_asks(thread: Thread, *, elsewhere: bool | None = None) -> list[Ask]:
             for slot in named:
                 asked_here.append(slot)
                 known = ledger.get(slot)
+                fresh = slots.SLOT_BY_NAME[slot].fresh_turns
+                if known is not None and fresh is not None and item.turn - known.turn > fresh:
+                    known = None  # given for an earlier booking
                 kind = _classify(slot, sentence, known, justified, with_new)
                 asks.append(Ask(slot, item.turn, item.position, sentence, kind, known))
         asked_before = asked_here
@@ -234,7 +237,7 @@ class Reask(MetricBase):
     """Binary: did the assistant ask again for a value the user had already given?"""
 
     name = "reask"
-    version = "5"
+    version = "6"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD

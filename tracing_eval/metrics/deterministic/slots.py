@@ -40,6 +40,9 @@ class Slot:
     asked_needs: tuple[str, ...] = ()
     #: literal pieces (lower case) one of which every match of a `keyed` pattern holds (() for none)
     keyed_needs: tuple[str, ...] = ()
+    #: turns after it was given that a value answers an ask (None: for good). A party size belongs to
+    #: one booking, and a conversation books a table, then a taxi, then a train.
+    fresh_turns: int | None = None
 
 
 #: A value with a digit among its (at most 25) characters; the look-ahead reads no further than that,
@@ -87,6 +90,12 @@ _ID_WITH_DIGIT = re.compile(r"(?<![\w.-])[.-]*+((?=[\w.-]*?[\d_])\w[\w.-]*\b)")
 _ZIP = r"(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2})"  # US ZIP(+4) or UK postcode
 _ZIP_SHAPE = re.compile(rf"\b{_ZIP}\b")
 _NAME_SHAPE = re.compile(r"^\s*(?:it'?s\s+|i'?m\s+|this is\s+)?([A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+){0,3})\s*[.!]?\s*$")
+
+#: a count of people, tickets or seats: a number up to 99, or one written as a word up to twelve
+_COUNT = r"(?:\d{1,2}(?![\d:.,/-])|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+#: what is counted: the people (or their tickets and seats) a booking is for
+_COUNTED_WORDS = r"people|persons|guests|passengers|travell?ers|adults|diners|tickets|seats"
+_COUNTED = f"(?:{_COUNTED_WORDS})"
 
 _PEOPLE = Folded(
     r"\b(?:passengers?|travell?ers?|companions?|friends?|each|every|guests?|child|children|spouse|partner)\b"
@@ -245,6 +254,41 @@ SLOTS: tuple[Slot, ...] = (
         asked_needs=("name", "speaking with"),
         keyed_needs=("name", "call me", "llamo", "nombre", "appelle", "nom", "hei", "chamo", "chiamo"),
     ),
+    Slot(
+        "party_size",
+        Folded(rf"\bhow many {_COUNTED}\b|\bparty size\b|\bnumber of {_COUNTED}\b|\bhow many of you\b"),
+        keyed=(
+            re.compile(rf"\b({_COUNT})\s+(?:{_COUNTED_WORDS}|of us)\b", _I),
+            re.compile(rf"\b(?:party|group|table)\s+(?:of|for)\s+({_COUNT})\b", _I),
+        ),
+        bare=re.compile(
+            rf"^\W*(?:(?:just|only|for|we are|we're|there are|there will be)\s+)?({_COUNT})"
+            rf"(?:\s+(?:{_COUNTED}|of us))?(?:,?\s+please)?\W*$",
+            _I,
+        ),
+        # an ask that names the service ("How many people in the taxi?") is for that booking, maybe another
+        other=Folded(
+            r"\b(?:more|fewer|reduce|smaller|larger|bigger|child(?:ren)?|kids|infants?"
+            r"|taxi|cab|ride|train|bus|hotel|room|restaurant|table|flight|car|event|show|concert|movie)s?\b"
+        ),
+        asked_needs=("how many", "party size", "number of"),
+        fresh_turns=1,
+        keyed_needs=(
+            "people",
+            "person",
+            "guest",
+            "passenger",
+            "travel",
+            "adult",
+            "diner",
+            "ticket",
+            "seat",
+            "of us",
+            "party",
+            "group",
+            "table",
+        ),  # fmt: skip
+    ),
 )
 
 SLOT_BY_NAME = {s.name: s for s in SLOTS}
@@ -257,7 +301,8 @@ _ANY_SLOT_NAME_ELSEWHERE = Folded(
 _MAYBE_VALUE_MARK = re.compile(r"[\d@]")
 _MAYBE_VALUE_WORD = Folded(
     r"\b(?:reservation|booking|confirmation|pnr|name|call me|user|login|reserva|localizador|llamo|nombre"
-    r"|usuario|r[ée]servation|appelle|nom\b|buchung|reservierung|heiße|prenotazione|chiamo|chamo|usu[aá]rio|utente)"
+    r"|usuario|r[ée]servation|appelle|nom\b|buchung|reservierung|heiße|prenotazione|chiamo|chamo|usu[aá]rio|utente"
+    r"|people|persons|guests|passengers|travell?ers|adults|diners|tickets|seats|party|group|table)"
 )
 
 
@@ -274,6 +319,7 @@ REQUEST = Folded(
     r"|\bwhat(?:'s|\s+is|\s+was|\s+are)\s+(?:your|the)\b"
     r"|\bmay i (?:have|get|ask)\b|\b(?:can|could) i (?:please\s+)?(?:have|get)\s+(?:your|the)\b"
     r"|^\W*(?:and\s+|also\s+|so\s+|y\s+)?(?:what|which|cu[aá]l|qu[ée]|quel(?:le)?|welche[rs]?|qual|quale)\b[^?]*\?\s*$"
+    r"|\bhow many\b[^?.!]*\?\s*$"
     r"|\blet me know\s+(?:your|the)\b"
     # es
     r"|\b(?:me\s+)?(?:podr[ií]as?|puedes?|puede\s+usted)\s+(?:por favor\s+)?(?:me\s+)?(?:indicar|dar|proporcionar|facilitar"
@@ -364,7 +410,7 @@ USER_RETRACTION_NEEDS = (
 SLOT_NAME_NEEDS = (
     "order", "mail", "phone", "mobile", "cell", "contact", "zip", "post", "birth", "dob", "date", "user", "login",
     "account", "customer", "member", "reservation", "booking", "confirmation", "pnr", "tracking", "name",
-    "speaking with",
+    "speaking with", "how many", "party size", "number of",
 )  # fmt: skip
 
 
@@ -393,9 +439,16 @@ def user_retracts(text: str, *, elsewhere: bool = False) -> bool:
     )
 
 
+_NUMBER_WORDS = {
+    w: str(k) for k, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())
+}
+
+
 def norm_value(value: str) -> str:
-    """Canonical form of a value for comparisons: lower case, letters and digits only."""
-    return _NORMALISE_VALUE.sub("", value.lower())
+    """Canonical form of a value for comparisons: lower case, letters and digits only, a number word
+    as its digits ("three" and "3" are one count)."""
+    low = _NORMALISE_VALUE.sub("", value.lower())
+    return _NUMBER_WORDS.get(low, low)
 
 
 _VALUE_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-_.+@/#]*[A-Za-z0-9]|[A-Za-z0-9]")
