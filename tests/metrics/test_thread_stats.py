@@ -156,6 +156,7 @@ def test_an_unprompted_ask_for_a_human_at_the_end_is_abandonment() -> None:
         "Forget it, I'll do it myself.",
         "Are you still there?",
         "You're lying to me.",
+        "wtf",
     ],
 )
 def test_leaving_annoyed_at_the_assistant_is_abandonment(last: str) -> None:

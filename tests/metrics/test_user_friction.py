@@ -232,6 +232,17 @@ def test_more_corrections_and_reminders(text: str, flag: str) -> None:
         ("Are you lying to me?", "frustration"),
         ("You lied to me about the fee.", "frustration"),
         ("Why are you so obsessed with U.S. presidents?", "frustration"),
+        # what the reply gave did not work (version 8)
+        ("That didn't work.", "correction"),
+        ("This code doesn't even compile.", "correction"),
+        ("You didn't fix anything.", "correction"),
+        ("It's still broken.", "correction"),
+        ("Still getting the same error.", "correction"),
+        ("Same error as before.", "correction"),
+        ("That's the same answer you gave me before.", "frustration"),
+        ("Why is it still not working?", "frustration"),
+        ("wtf does that even mean", "frustration"),
+        ("I've asked you this three times.", "reminder"),
     ],
 )
 def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -> None:
@@ -262,6 +273,12 @@ def test_other_ways_to_correct_remind_and_show_annoyance(text: str, flag: str) -
         "I was lying on the beach all day.",
         "Are you lying down?",
         "My kids are obsessed with that show.",
+        "My old laptop is still broken, so I'm on my phone.",
+        "You didn't change the README, right? Good.",
+        "Why is it still called Python 3?",
+        "Is this the same error as the one in the docs?",
+        "That didn't stop me from trying!",
+        "Does the same problem happen on Windows?",
     ],
 )
 def test_the_same_words_about_something_else_are_no_friction(text: str) -> None:
@@ -428,6 +445,11 @@ def test_no_user_messages_is_not_applicable() -> None:
         "why would you say that",
         "you lied",
         "why are you obsessed with it",
+        "that didn't work",
+        "still broken",
+        "same error again",
+        "wtf",
+        "that's the same one you gave me",
     ],
 )
 def test_the_cue_word_shortcut_never_hides_a_cue(text: str) -> None:

@@ -38,7 +38,13 @@ DISPUTE = Folded(
     r"|\bwhy would you (?:even )?(?:say|think|suggest|recommend|do) (?:that|this|it)\b"
     # what the reply offers or states does not do: "That won't work for me", "No, that's not good"
     r"|^\W*(?:\w+\W+)?(?:that|this)\s+(?:won'?t|will not|doesn'?t|does not|wouldn'?t|would not"
-    r"|isn'?t going to|is not going to)\s+work\b|^\W*(?:\w+\W+)?(?:that|this)(?:'s|\s+is)\s+not\s+(?:good|ok|okay)\b",
+    r"|isn'?t going to|is not going to)\s+work\b|^\W*(?:\w+\W+)?(?:that|this)(?:'s|\s+is)\s+not\s+(?:good|ok|okay)\b"
+    # what the reply gave did not work: "That didn't work", "This code doesn't even compile", "Same error"
+    r"|^\W*(?:\w+\W+)?(?:that|this)(?:\s+(?:code|fix|command|solution|script|query|one))?\s+(?:still\s+)?"
+    r"(?:didn'?t|did not|doesn'?t|does not)\s+(?:even\s+|really\s+)?(?:work|compile|run|fix|solve)\b"
+    r"|\byou\s+(?:didn'?t|did not|haven'?t|have not)\s+(?:\w+\s+)?(?:fix|fixed|solve|solved)\b"
+    r"|^\W*(?:\w+\W+)?(?:(?:it|this|that)(?:'s|\s+is)\s+)?still\s+(?:broken|crashing|failing)\b|\bstill\s+(?:getting|seeing|having|the)\s+(?:the\s+)?same\s+"
+    r"(?:error|problem|issue|bug|result|output)\b|^\W*(?:\w+\W+)?same\s+(?:error|problem|issue|bug)\b",
 )
 #: the user restates something the assistant should already know
 REMINDER = Folded(
@@ -52,7 +58,7 @@ REMINDER = Folded(
     r"(?:(?:that\s+)?i(?:'ve|'m|\s+am|\s+have)?\s+)?(?:ask|asked|asking|told|telling|said|saying|typed|typing"
     r"|explained|explaining|repeated|repeating)\b"
     r"|\bi(?:'ve|\s+have)\s+(?:told\s+you|said|given|explained|asked|sent)\b[^.?!]{0,40}?\balready\b"
-    r"|\bi(?:'ve|\s+have)?\s+(?:already\s+)?(?:told|said|asked|explained)(?:\s+(?:you|it|this|that))?\s+"
+    r"|\bi(?:'ve|\s+have)?\s+(?:already\s+)?(?:told|said|asked|explained)(?:\s+(?:you|it|this|that)){0,2}\s+"
     r"(?:two|three|four|five|several|many|multiple|\d+)\s+times\b"
     r"|\bhow many (?:more )?times (?:do i (?:have|need) to|must i|will i have to|have i)\s+(?:\w+\s+)?"
     r"(?:tell|say|said|told|repeat|explain|ask|asked|type|give|send|spell|write)\b",
@@ -96,8 +102,9 @@ ANNOYANCE = Folded(
     r"|\bwhy (?:do|are) you (?:still |always )?keep\w*\b"
     r"|\byou keep (?:asking|saying|repeating|telling|giving|getting|suggesting|recommending|showing|offering|sending)\b"
     r"|^\W*(?:\w+\W+)?(?:that|this|it)(?:'s|\s+is)\s+the\s+same\s+(?:\w+\s+){0,2}?(?:that\s+)?you\s+(?:already\s+)?"
-    r"(?:suggested|recommended|showed|offered)\b"
-    r"|\bstop (?:repeating|saying|asking)\b|\brepeating yourself\b"
+    r"(?:suggested|recommended|showed|offered|gave|sent|said|wrote)\b"
+    r"|\bstop (?:repeating|saying|asking)\b|\brepeating yourself\b|\bwtf\b|\bffs\b"
+    r"|\bwhy (?:is|does|do) (?:it|this|that) still (?:not|fail|crash|break|throw|give|show)\w*|\bwhy (?:isn'?t|doesn'?t) (?:it|this|that) (?:\w+ )?work"
     r"|^\W*(?:\w+\W+)?(?:this|it)(?:'s|\s+is)?\s+(?:still\s+)?(?:isn'?t|not)\s+working\b"
     r"|\b(?:actually|just)\s+answer\s+(?:my|the)\s+question\b|\byou(?:'re|\s+are)\s+not\s+answering\b"
     r"|\byou\s+(?:didn'?t|did not|haven'?t|have not)\s+answer(?:ed)?\s+(?:my|the)\s+question\b"
@@ -220,7 +227,7 @@ def replaces_a_stated_value(text: str, reply: str) -> bool:
 DISPUTE_NEEDS = (
     "not", "n't", "isn", "wasn", "aren", "wrong", "incorrect", "mistaken", "misunderstood", "misheard", "misread",
     "mixed", "mistake", "error", "misunderstanding", "mix", "confusion", "never", "did", "sure", "cant", "believe",
-    "sense", "think you", "why would",
+    "sense", "think you", "why would", "n't", "broken", "crashing", "failing", "same",
 )  # fmt: skip
 REMINDER_NEEDS = ("already", "just", "said", "told", "mentioned", "asked", "explained", "wrote", "again", "time")
 RETRY_NEEDS = ("again", "check", "try", "keep")
@@ -230,7 +237,7 @@ ANNOYANCE_NEEDS = (
     "making sense", "get it", "why", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
     "keep", "repeat", "stop", "working", "answer", "taking", "useful", "suggested",
     "recommended", "showed", "offered", "myself", "you there", "still there", "one there", "body there",
-    "lying", "lied", "obsessed",
+    "lying", "lied", "obsessed", "gave", "sent", "said", "wrote", "wtf", "ffs",
 )  # fmt: skip
 HUMAN_NEEDS = (
     "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect",

@@ -103,7 +103,7 @@ class ThreadStats(MetricBase):
     """Thread-scope raw statistics: turns, messages, tool calls, latency, tokens, abandonment (no pass/fail)."""
 
     name = "thread_stats"
-    version = "7"
+    version = "8"
     tier = "deterministic"
     scopes = ("thread",)
     needs_answer = False

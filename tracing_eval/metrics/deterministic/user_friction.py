@@ -60,7 +60,7 @@ CUE_WORDS = frozenset(
     get listen read help give frustrated annoyed irritated angry upset tired fail failed
     human person agent representative rep manager supervisor operator someone
     seriously stop repeating answer answering answered transfer connect taking times hard difficult complicated
-    why lying lied obsessed
+    why lying lied obsessed same broken crashing failing fix fixed wtf ffs gave sent wrote work
     useful suggested recommended showed offered still myself hello hey hi anyone anybody
     """.split()
 )
@@ -154,7 +154,7 @@ class UserFriction(MetricBase):
     """Per user turn friction flags and the thread's friction rate."""
 
     name = "user_friction"
-    version = "7"
+    version = "8"
     tier = "deterministic"
     scopes = ("turn", "thread")
     needs_answer = False
