@@ -243,6 +243,15 @@ def test_the_same_words_before_the_same_lookup_are_a_repeat() -> None:
     assert result.evidence["repeated_messages"] == [5, 7]
 
 
+def test_an_apology_said_as_a_sentence_of_its_own_is_a_courtesy_but_not_inside_a_denial() -> None:
+    denial = "the travel insurance is non-refundable once the trip has been booked and paid"
+    result = run(chat("My flight was cancelled.", f"I apologize for the inconvenience. {REINSTALL}",
+                      "And the hotel?", f"I apologize for the inconvenience. {CLEAR}",
+                      "Can I get the insurance back?", f"I'm sorry, but {denial}.",
+                      "Please, it was not my fault.", f"I understand your frustration, but {denial}."))  # fmt: skip
+    assert result.evidence["repeated_messages"] == [7]
+
+
 def test_short_replies_alone_that_do_not_repeat_are_not_applicable() -> None:
     # too little to call the thread free of repetition: the judge's gate must still ask
     result = run(chat("Hi", "Do you like music?", "Yes", "Do you have any pets?", "No", "I DON'T KNOW"))

@@ -107,6 +107,9 @@ _FORMULA = re.compile(
     r"|something else|what else can i (?:do|help)|(?:any|some) other help|need (?:any )?more help"
     r"|further (?:assistance|questions|help)|any (?:other|more|further) questions"
     r"|thank you for (?:your patience|contacting|reaching out|choosing|waiting))\b"
+    # an apology that is the whole sentence (inside a longer one it can carry a repeated denial)
+    r"|^(?:(?:i|we)\s+(?:apologi[sz]e|am sorry|are sorry)|im sorry|were sorry|sorry|apologies|my apologies)\s+for\s+"
+    r"(?:the|any)\s+(?:inconvenience|confusion|trouble|delay)$|^i\s+(?:completely\s+)?understand\s+your\s+frustration$"
 )
 
 
