@@ -228,6 +228,8 @@ REFUSALS = [
     "I cannot express an opinion on that.",
     "I'm not programmed to provide that kind of information.",
     "I do not recommend or condone violence, and I won't help with this.",
+    "Unfortunately, that's not possible.",
+    "That's not an option, I'm afraid.",
     # one refusal per covered language
     "Lo siento, pero no puedo ayudarte con eso.",
     "No me es posible procesar el reembolso de un billete básico.",
@@ -288,6 +290,7 @@ NON_REFUSALS = [
     "I'm not designed to be perfect, but here is the answer: 42.",
     "I don't recommend mixing bleach and ammonia; for the bathroom use a diluted bleach solution.",
     "I don't really suggest driving; take the train instead.",
+    "Unfortunately, this is not possible to predict with the data we have.",
     "I can't help but notice you booked two seats.",
     "No problem, done.",
     "I'll pass on this feedback to the team.",

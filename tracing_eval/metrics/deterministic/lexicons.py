@@ -189,6 +189,10 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\b(?:that|this|it|your request|the request|that request|this request)\s+(?:can ?not|can'?t|won'?t|will not)"
         r"\s+be\s+(?:accommodated|done|processed|granted|approved|fulfil+ed|arranged|honou?red)\b"
         r"|\b(?:that|this)\s+(?:won'?t|will not)\s+be\s+possible\b",
+        # "Unfortunately, that's not possible.", "That's not an option, I'm afraid."
+        r"\b(?:unfortunately|sadly|regrettably|i'?m afraid|i am afraid),?\s+(?:that|this)(?:'s|\s+is)\s+not\s+"
+        r"(?:possible|an option)\b(?!\s+to\b)"
+        r"|^\W*(?:that|this)(?:'s|\s+is)\s+not\s+(?:possible|an option),?\s+i(?:'m|\s+am)\s+afraid\b",
         r"\bi\s+(?:can|am able to)\s+only\s+(?:help|assist|answer|discuss|provide)\b"
         r"|\bi\s+only\s+(?:help|assist)\s+with\b",
         r"\bi\s+(?:do not|don't)\s+have\s+access\s+to\b",
