@@ -128,10 +128,15 @@ def test_language_mismatch_by_script_and_by_latin_language() -> None:
         ("Olá, meu pedido ainda não chegou, você pode me ajudar?", "pt"),
         ("Ciao, il mio ordine non è ancora arrivato, mi puoi aiutare?", "it"),
         ("Hallo, ich möchte meine Bestellung stornieren, sie ist zu spät gekommen.", "de"),
+        ("¿Me puedes ayudar con mi pedido? No ha llegado todavía.", "es"),
     ],
 )
-def test_a_reply_in_english_to_a_short_message_in_another_language(user: str, language: str) -> None:
-    reply = "Hello! I'd be happy to help you with your order. Could you give me the order number?"
+@pytest.mark.parametrize(
+    "reply",
+    ["Hello! I'd be happy to help you with your order. Could you give me the order number?",
+     "Sure, can you give me your order number?"],
+)  # fmt: skip
+def test_a_reply_in_english_to_a_short_message_in_another_language(user: str, language: str, reply: str) -> None:
     assert check_turn(turn(user, reply))["language"] == f"user writes {language}, reply is en"
 
 
@@ -141,6 +146,7 @@ def test_a_reply_in_english_to_a_short_message_in_another_language(user: str, la
         "I'm looking for a cheap hotel in the centre of town with free parking please.",
         "im good, how r u? do you like la la land? ya, me too, ha",
         "Check https://na.leagueoflegends.com/en-us/ and tell me what you think of it.",
+        "Can we get a table at the Italian place on the corner, please?",
     ],
 )
 def test_english_chat_is_not_read_as_another_language(text: str) -> None:

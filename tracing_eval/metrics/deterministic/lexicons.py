@@ -24,10 +24,14 @@ STOP_WORDS: frozenset[str] = frozenset(
 #: the language of Latin-script text; words English chat also types ("me", "no", "do", "um", "ha",
 #: "ya", "hay", "im", "ai", "mon", "em", "ho") are left out.
 LANGUAGE_WORDS: dict[str, frozenset[str]] = {
-    "en": frozenset("the and is are you that this with for have not what was it of to in my your".split()),
+    "en": frozenset(
+        "the and is are you that this with for have not what was it of to in my your"
+        " can will would could should be at if there how when which about please thanks thank just get our we they".split()
+    ),
     "es": frozenset(
         "el la los las que es por para con una del pero como estás usted está muy gracias"
-        " y al su lo mi un se te tu esta este eso hola favor necesito quiero todavía".split()
+        " y al su lo mi un se te tu esta este eso hola favor necesito quiero todavía"
+        " puedes puede puedo ayudar ayuda hay tengo tiene estoy también ahora dónde cómo qué".split()
     ),
     "fr": frozenset(
         "le la les des est et une vous nous que pour pas avec dans mais je suis merci"
@@ -428,8 +432,8 @@ REFUSAL_TRIGGERS: frozenset[str] = frozenset(
 #: verbs of refusing and words of asking for a value, so that a short message can be told from English.
 ELSEWHERE_MARKERS: frozenset[str] = frozenset(
     """
-    de esto puedo podemos podría podria puede pedido número numero correo reserva usuario cuál
-    estos información datos prefiero debo tengo siento lamentablemente disculpe solicitud
+    de esto podemos podría podria pedido número numero correo reserva usuario cuál
+    estos información datos prefiero debo siento lamentablemente disculpe solicitud
     votre peux pouvez commande numéro ces informations données pouvons malheureusement désolé crains demande
     quel quelle
     ihr kann leider nummer diese dieser diesen informationen daten muss können anfrage wie lautet gerne

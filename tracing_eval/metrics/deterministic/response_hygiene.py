@@ -158,7 +158,7 @@ class ResponseHygiene(MetricBase):
     """Binary per-turn hygiene of the reply; the thread score is the share of clean turns."""
 
     name = "response_hygiene"
-    version = "7"
+    version = "8"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
