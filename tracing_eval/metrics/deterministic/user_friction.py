@@ -60,7 +60,7 @@ CUE_WORDS = frozenset(
     get listen read help give frustrated annoyed irritated angry upset tired fail failed
     human person agent representative rep manager supervisor operator someone
     seriously stop repeating answer answering answered transfer connect taking times hard difficult complicated
-    why lying lied obsessed same broken crashing failing fix fixed wtf ffs gave sent wrote work
+    why lying lied obsessed same wtf ffs
     useful suggested recommended showed offered still myself hello hey hi anyone anybody
     """.split()
 )
