@@ -43,8 +43,11 @@ DISPUTE = Folded(
     r"|^\W*(?:\w+\W+)?(?:that|this)(?:\s+(?:code|fix|command|solution|script|query|one))?\s+(?:still\s+)?"
     r"(?:didn'?t|did not|doesn'?t|does not)\s+(?:even\s+|really\s+)?(?:work|compile|run|fix|solve)\b"
     r"|\byou\s+(?:didn'?t|did not|haven'?t|have not)\s+(?:\w+\s+)?(?:fix|fixed|solve|solved)\b"
-    r"|^\W*(?:\w+\W+)?(?:(?:it|this|that)(?:'s|\s+is)\s+)?still\s+(?:broken|crashing|failing)\b|\bstill\s+(?:getting|seeing|having|the)\s+(?:the\s+)?same\s+"
-    r"(?:error|problem|issue|bug|result|output)\b|^\W*(?:\w+\W+)?same\s+(?:error|problem|issue|bug)\b",
+    r"|^\W*(?:\w+\W+)?(?:(?:it|this|that)(?:'s|\s+is)\s+)?still\s+(?:broken|crashing|failing)\b"
+    # the gate's pieces are the whole "same error" (a bare "same" is in too many messages)
+    r"|\bstill\s+(?:getting|seeing|having|the)\s+(?:the\s+)?"
+    r"(?:same error|same problem|same issue|same bug|same result|same output)\b"
+    r"|^\W*(?:\w+\W+)?(?:same error|same problem|same issue|same bug)\b",
 )
 #: the user restates something the assistant should already know
 REMINDER = Folded(
@@ -227,7 +230,8 @@ def replaces_a_stated_value(text: str, reply: str) -> bool:
 DISPUTE_NEEDS = (
     "not", "n't", "isn", "wasn", "aren", "wrong", "incorrect", "mistaken", "misunderstood", "misheard", "misread",
     "mixed", "mistake", "error", "misunderstanding", "mix", "confusion", "never", "did", "sure", "cant", "believe",
-    "sense", "think you", "why would", "n't", "broken", "crashing", "failing", "same",
+    "sense", "think you", "why would", "broken", "crashing", "failing", "same error", "same problem",
+    "same issue", "same bug", "same result", "same output",
 )  # fmt: skip
 REMINDER_NEEDS = ("already", "just", "said", "told", "mentioned", "asked", "explained", "wrote", "again", "time")
 RETRY_NEEDS = ("again", "check", "try", "keep")
