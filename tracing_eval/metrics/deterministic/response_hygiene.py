@@ -20,6 +20,8 @@ from functools import lru_cache
 
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.languages import latin_language
+from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS
+from tracing_eval.metrics.deterministic.similarity import words
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Thread, Turn
 from tracing_eval.text import Folded
@@ -27,6 +29,10 @@ from tracing_eval.text import script_of as text_script_of
 
 DEFAULT_THRESHOLD = 0.7
 CHECKS = ("empty", "truncated", "placeholder", "language")
+
+#: the function words of the Latin-script languages other than English: a reply with none of them
+#: can be guessed English or nothing, never another language
+_NOT_ENGLISH = frozenset().union(*(v for k, v in LANGUAGE_WORDS.items() if k != "en"))
 
 MIN_SCRIPT_LETTERS = 12
 SCRIPT_SHARE = 0.6
@@ -116,7 +122,9 @@ def language_mismatch(user: str, reply: str) -> str | None:
         return f"user writes {us.title()} script, reply is {rs.title()}"
     if us == rs == "LATIN":
         ul = latin_language(user)
-        rl = latin_language(reply) if ul else None
+        if ul is None or (ul == "en" and _NOT_ENGLISH.isdisjoint(words(reply))):
+            return None
+        rl = latin_language(reply)
         if ul and rl and ul != rl:
             return f"user writes {ul}, reply is {rl}"
     return None
