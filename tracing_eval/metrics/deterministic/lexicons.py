@@ -25,8 +25,8 @@ STOP_WORDS: frozenset[str] = frozenset(
 #: "ya", "hay", "im", "ai", "mon", "em", "ho") are left out.
 LANGUAGE_WORDS: dict[str, frozenset[str]] = {
     "en": frozenset(
-        "the and is are you that this with for have not what was it of to in my your"
-        " can will would could should be at if there how when which about please thanks thank just get our we they".split()
+        "the and is are you that this with for have not what was it of to in my your can will would could"
+        " should be at if there how when which about please thanks thank just get our we they".split()
     ),
     "es": frozenset(
         "el la los las que es por para con una del pero como estás usted está muy gracias"

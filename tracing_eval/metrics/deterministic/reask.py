@@ -6,8 +6,8 @@ Italian (`LANGUAGES`); a thread whose replies are all in another language is `no
 User messages fill a slot ledger (order numbers, emails, phones, ZIPs, dates, user, account and
 reservation ids, names, party sizes); a bare value answering a direct ask fills the asked slot. An
 assistant sentence that names a slot and carries a request marker is an ask; an ask for a slot in
-the ledger (a party size: given this turn or the last) is a re-ask unless it confirms the known value, offers values to choose from, wants a
-different value of the kind, restates a known slot next to a new one in a statement of need
+the ledger (a party size: given this turn or the last) is a re-ask unless it confirms the known
+value, offers values to choose from, wants a different value of the kind, restates a known slot next to a new one in a statement of need
 ("I'll need your user ID and the reservation ID"), or is justified (not found / invalid nearby,
 a failed tool call in the same or previous turn, or the user just said the value was wrong).
 A value that a tool or the assistant rejected, or that the user took back, leaves the ledger.

@@ -35,7 +35,6 @@ word for word, so the cost grows linearly with the thread.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse
@@ -47,6 +46,7 @@ from rapidfuzz.distance import Indel
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
 from tracing_eval.metrics.deterministic.similarity import stem, tokens
+from tracing_eval.metrics.deterministic.tool_errors import canonical_args
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Thread, Turn
@@ -260,7 +260,7 @@ def _call_tokens(item: Located) -> frozenset[str]:
     calls = item.message.tool_calls
     if not calls:
         return frozenset()
-    texts = (c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments, default=str) for c in calls)
+    texts = (c.arguments if isinstance(c.arguments, str) else canonical_args(c.arguments) for c in calls)
     return frozenset(tokens(" ".join(texts)))
 
 

@@ -125,7 +125,7 @@ def language_mismatch(user: str, reply: str) -> str | None:
         if ul is None or (ul == "en" and _NOT_ENGLISH.isdisjoint(words(reply))):
             return None
         rl = latin_language(reply)
-        if ul and rl and ul != rl:
+        if rl and rl != ul:
             return f"user writes {ul}, reply is {rl}"
     return None
 

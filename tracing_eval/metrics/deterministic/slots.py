@@ -274,20 +274,9 @@ SLOTS: tuple[Slot, ...] = (
         asked_needs=("how many", "party size", "number of"),
         fresh_turns=1,
         keyed_needs=(
-            "people",
-            "person",
-            "guest",
-            "passenger",
-            "travel",
-            "adult",
-            "diner",
-            "ticket",
-            "seat",
+            *"people person guest passenger travel adult diner ticket seat party group table".split(),
             "of us",
-            "party",
-            "group",
-            "table",
-        ),  # fmt: skip
+        ),
     ),
 )
 
@@ -302,7 +291,7 @@ _MAYBE_VALUE_MARK = re.compile(r"[\d@]")
 _MAYBE_VALUE_WORD = Folded(
     r"\b(?:reservation|booking|confirmation|pnr|name|call me|user|login|reserva|localizador|llamo|nombre"
     r"|usuario|r[ée]servation|appelle|nom\b|buchung|reservierung|heiße|prenotazione|chiamo|chamo|usu[aá]rio|utente"
-    r"|people|persons|guests|passengers|travell?ers|adults|diners|tickets|seats|party|group|table)"
+    rf"|{_COUNTED_WORDS}|party|group|table)"
 )
 
 
