@@ -439,6 +439,35 @@ def test_one_repeating_sentence_of_a_longer_reply_is_found() -> None:
     assert result.evidence["repeated_messages"] == [3]
 
 
+def test_a_footer_said_in_every_reply_counts_once_towards_the_share() -> None:
+    """A disclaimer that several earlier replies said is one repeated sentence of the reply, not the
+    whole of it: each reply says something new, so the thread moved on (minor, not mostly)."""
+    footer = "Please note: I am an AI assistant and cannot give medical advice; consult a doctor for a diagnosis."
+    result = run(
+        chat(
+            "I have a headache since yesterday.",
+            f"Headaches often come from dehydration or lack of sleep. Try drinking water and resting. {footer}",
+            "What about ibuprofen?",
+            f"Ibuprofen can relieve tension headaches; follow the dose on the package. {footer}",
+            "Can I take it with coffee?",
+            f"Caffeine can actually boost the effect of some pain relievers, in moderation. {footer}",
+        )
+    )
+    assert (result.label, result.passed) == ("minor", True)
+    last = result.evidence["pairs"][-1]
+    assert (last["repeat_position"], last["earlier_positions"], last["kind"]) == (5, [1, 3], "sentence")
+    assert last["share"] < 0.8
+
+
+def test_a_reply_made_of_sentences_said_before_is_still_near_verbatim() -> None:
+    """The look-alike: the reply's sentences each came back, from different earlier replies."""
+    a = "Please restart the router and wait until all of its lights turn green."
+    b = "Then open the network settings on your laptop and forget the old connection."
+    result = run(chat("No internet.", a, "Done, the lights are green.", b, "What now?", f"{a} {b}"))
+    last = result.evidence["pairs"][-1]
+    assert (last["repeat_position"], last["kind"], last["share"]) == (5, "near_verbatim", 1.0)
+
+
 def test_a_chinese_verbatim_loop_is_found() -> None:
     reply = "很抱歉，我无法处理您的退款请求。请联系人工客服。"
     result = run(chat("我要退款。", reply, "为什么不行？", reply, "请帮帮我！", reply))

@@ -380,10 +380,13 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
         a, b = starts[lo], starts[j]
         owners, choices, exacts, choice_keys = flat_owners[a:b], flat_units[a:b], flat_exacts[a:b], flat_keys[a:b]
         matched: dict[int, int] = {}  # earlier reply index -> tokens of `reply` it matches
+        matched_sentences: dict[int, set[int]] = {}  # earlier reply index -> which sentences of `reply`
         rehash: dict[int, float] = {}  # earlier reply index -> similarity of a reworded sentence
         best_sim: dict[int, float] = {}
         spoken: list[str] = []  # this reply's compared sentences, word for word
-        for sentence, key, unit, exact in zip(reply.sentences, reply.keys, reply.units, reply.exact, strict=True):
+        for i, (sentence, key, unit, exact) in enumerate(
+            zip(reply.sentences, reply.keys, reply.units, reply.exact, strict=True)
+        ):
             if not unit:
                 continue
             if unit not in segments or segments[unit][-1] != reply.item.position:
@@ -394,6 +397,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
             far = said.get(as_said, j)
             if far < lo and not courtesy(sentence):  # said word for word before the window
                 matched[far] = matched.get(far, 0) + len(unit)
+                matched_sentences.setdefault(far, set()).add(i)
                 best_sim[far] = top_sentence = 1.0
             if not choices:
                 continue
@@ -416,6 +420,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
             ]
             for k in {owners[h[2]] for h in hits}:
                 matched[k] = matched.get(k, 0) + len(unit)
+                matched_sentences.setdefault(k, set()).add(i)
                 best_sim[k] = max(best_sim.get(k, 0.0), max(h[1] for h in hits if owners[h[2]] == k))
         whole_best: tuple[int, float] | None = None
         if reply.whole and earlier:
@@ -437,7 +442,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
                 k = echoed.get(reply.echo, -1)
                 echoed[reply.echo] = j
                 if k >= 0:
-                    pair = _classify(j, reply, prepared, {k: reply.words}, {k: 1.0}, ctx, same_answers)
+                    pair = _classify(j, reply, prepared, {k: reply.words}, {}, {k: 1.0}, ctx, same_answers)
                     if pair is not None:
                         (neutral if pair.kind in NEUTRAL_KINDS else repeats).append(pair)
             continue
@@ -446,7 +451,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
             if pair is not None:
                 repeats.append(pair)
             continue
-        pair = _classify(j, reply, prepared, matched, best_sim, ctx, same_answers)
+        pair = _classify(j, reply, prepared, matched, matched_sentences, best_sim, ctx, same_answers)
         if pair is None:
             continue
         (neutral if pair.kind in NEUTRAL_KINDS else repeats).append(pair)
@@ -487,11 +492,14 @@ def _classify(
     reply: Reply,
     prepared: list[Reply],
     matched: dict[int, int],
+    matched_sentences: dict[int, set[int]],
     best_sim: dict[int, float],
     ctx: Context,
     same_answers: dict[int, int],
 ) -> Pair | None:
-    """The pair for reply j: a repeat, a neutral echo, or None when the overlap is too small."""
+    """The pair for reply j: a repeat, a neutral echo, or None when the overlap is too small. Its
+    share is of the reply's tokens that repeat: a sentence that several earlier replies said counts
+    once (a footer said in every reply is one sentence, not the whole reply)."""
     size = reply.size or reply.words
     counted: dict[int, int] = {}
     first_neutral: tuple[int, str] | None = None
@@ -503,7 +511,8 @@ def _classify(
             first_neutral = (k, kind)
     if counted:
         k = max(counted, key=lambda i: (counted[i], i))
-        share = min(1.0, sum(counted.values()) / size)
+        said_again = set().union(*(matched_sentences.get(i, ()) for i in counted))
+        share = min(1.0, max(sum(len(reply.units[i]) for i in said_again), max(counted.values())) / size)
         if share >= NEAR_VERBATIM:
             kind = "near_verbatim"
         elif share >= PART_SHARE or max(counted.values()) >= PART_SENTENCE_TOKENS:
@@ -599,7 +608,7 @@ class Repetition(MetricBase):
     """Thread-scope repetition between assistant replies, sentence by sentence (V5−)."""
 
     name = "repetition"
-    version = "4"
+    version = "5"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
