@@ -208,7 +208,7 @@ class RefusalLoop(MetricBase):
     """Thread-scope runs of refusals that leave the user without a reason or a way on."""
 
     name = "refusal_loop"
-    version = "8"
+    version = "9"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
