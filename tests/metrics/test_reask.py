@@ -427,3 +427,72 @@ def test_the_whole_reply_gate_never_hides_an_ask() -> None:
 )  # fmt: skip
 def test_party_size_is_asked_again_only_for_the_same_booking(texts: tuple[str, ...], kinds: list[str]) -> None:
     assert [a.kind for a in find_asks(chat(*texts)) if a.slot == "party_size"] == kinds
+
+
+@pytest.mark.parametrize(
+    ("texts", "kinds"),
+    [
+        # polite and indirect ways of asking (version 7)
+        (("My order number is W1234567.", "Would you mind sharing your order number?"), ["reask"]),
+        (("I want to cancel order W1234567", "Kindly share the order number."), ["reask"]),
+        (("I want to cancel order W1234567", "Could I trouble you for the order number?"), ["reask"]),
+        (("my number is 415-555-0123", "Thanks.", "I want to change my plan", "And your phone number was?"),
+         ["reask"]),
+        (("Please cancel reservation ZX4K9P", "Happy to help. Your confirmation code is?"), ["reask"]),
+        # "order no." before a number ends no sentence: the value is read
+        (("I ordered a lamp, order no. 558123, still nothing.", "Can you give me the order number?"), ["reask"]),
+        # look-alikes that ask for nothing: a question about the email, a "confirmation" noun
+        (("my email is ann@example.com", "Who should I address the email to?"), []),
+        (("my email is ann@example.com", "Did you get the confirmation email?"), []),
+        (("my phone is 415-555-0123", "There is no phone information given, can I help with anything else?"), []),
+    ],
+)  # fmt: skip
+def test_polite_and_indirect_asks(texts: tuple[str, ...], kinds: list[str]) -> None:
+    assert [a.kind for a in find_asks(chat(*texts))] == kinds
+
+
+@pytest.mark.parametrize(
+    ("texts", "kind"),
+    [
+        # the reply wrote the value, and the ask confirms it
+        (("My email is ann@example.com", "I'll send the receipt to ann@example.com. Can you confirm that email?"),
+         "confirmation"),
+        # a bare question is no confirmation of a value written elsewhere in the reply
+        (("My email is ann@example.com", "I have ann@example.com noted. What's your email?"), "reask"),
+        (("My email is ann@example.com", "Thanks, noted. Can you confirm your email address?"), "reask"),
+    ],
+)  # fmt: skip
+def test_a_confirmation_may_refer_to_the_value_its_reply_wrote(texts: tuple[str, ...], kind: str) -> None:
+    assert [a.kind for a in find_asks(chat(*texts))] == [kind]
+
+
+@pytest.mark.parametrize(
+    ("texts", "kind"),
+    [
+        # the user said they have more than one value of the kind: the ask may want the other one
+        (("My order number is W1234567 for the lamp. I also have a second order for a chair.",
+          "What's the order number for the chair?"), "other_value"),
+        (("My booking is ZX4K9P. My wife has a separate booking.", "What's the booking reference?"), "other_value"),
+        (("I'm booking for my friend. Her booking reference is ZX4K9P.",
+          "Could you also provide your own booking reference?"), "other_value"),
+        # "another" that is not about a second value of the kind
+        (("I have another question: my order W1234567 hasn't arrived", "Sure, what is the order number?"), "reask"),
+        (("I'm booking for my friend. Her booking reference is ZX4K9P.",
+          "Could you also provide the booking reference?"), "reask"),
+    ],
+)  # fmt: skip
+def test_an_ask_after_the_user_said_they_have_more_than_one_wants_another_value(
+    texts: tuple[str, ...], kind: str
+) -> None:
+    assert [a.kind for a in find_asks(chat(*texts))] == [kind]
+
+
+def test_the_several_gate_names_a_piece_of_every_alternative() -> None:
+    from tracing_eval.metrics.deterministic import slots
+    from tracing_eval.text import alternatives
+
+    alts = alternatives(slots.SEVERAL.pattern)
+    assert alts and all(any(n in a for n in slots.SEVERAL_NEEDS) for a in alts)
+    assert set(slots.SEVERAL_OF.values()) <= set(slots.SLOT_BY_NAME)
+    assert slots.several("I have TWO ORDERS and another E-mail") == ("email", "order_number")
+    assert slots.several("I have another question about my parcel") == ()

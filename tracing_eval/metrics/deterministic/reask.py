@@ -7,7 +7,9 @@ User messages fill a slot ledger (order numbers, emails, phones, ZIPs, dates, us
 reservation ids, names, party sizes); a bare value answering a direct ask fills the asked slot. An
 assistant sentence that names a slot and carries a request marker is an ask; an ask for a slot in
 the ledger (a party size: given this turn or the last) is a re-ask unless it confirms the known
-value, offers values to choose from, wants a different value of the kind, restates a known slot next to a new one in a statement of need
+value (written in the ask, or in its reply and the ask says "confirm"), offers values to choose
+from, wants a different value of the kind (or the user said they have more than one: "I have two
+orders"), restates a known slot next to a new one in a statement of need
 ("I'll need your user ID and the reservation ID"), or is justified (not found / invalid nearby,
 a failed tool call in the same or previous turn, or the user just said the value was wrong).
 A value that a tool or the assistant rejected, or that the user took back, leaves the ledger.
@@ -65,15 +67,17 @@ MESSAGES_REMEMBERED = 4096
 
 
 @lru_cache(maxsize=MESSAGES_REMEMBERED)
-def user_reading(text: str, elsewhere: bool) -> tuple[tuple[tuple[str, str], ...], bool, bool]:
+def user_reading(text: str, elsewhere: bool) -> tuple[tuple[tuple[str, str], ...], bool, bool, tuple[str, ...]]:
     """What a user message says to the ledger: the (slot, value) pairs it gives (`slots.values_in`,
-    none empty), whether it takes a value back (`slots.user_retracts`) and whether it says a value it
-    gave was wrong (`slots.user_corrects`). Plain tuples of strings, which the garbage collector stops
-    tracking, so a full cache adds little to a collection (a named tuple would stay tracked)."""
+    none empty), whether it takes a value back (`slots.user_retracts`), whether it says a value it
+    gave was wrong (`slots.user_corrects`) and the slots it has more than one value of (`slots.several`).
+    Plain tuples of strings, which the garbage collector stops tracking, so a full cache adds little
+    to a collection (a named tuple would stay tracked)."""
     return (
         tuple((slot, value) for slot, value in slots.values_in(text) if value),
         slots.user_retracts(text, elsewhere=elsewhere),
         slots.user_corrects(text, elsewhere=elsewhere),
+        slots.several(text),
     )
 
 
@@ -160,20 +164,30 @@ def _justified(
 
 
 def _classify(
-    slot: str, sentence: str, known: Given | None, justified: Callable[[str, Given], bool], with_new: bool
+    slot: str,
+    sentence: str,
+    known: Given | None,
+    justified: Callable[[str, Given], bool],
+    with_new: bool,
+    message: str,
+    several: frozenset[str],
 ) -> str:
+    """The kind of an ask for `slot`; `message` is the whole reply, `several` the slots the user said
+    they have more than one value of."""
     if known is None:
         return "first"
     if slots.mentions_value(sentence, known.value) and slots.CONFIRM.search(sentence):
         return "confirmation"
     if slots.offered_values(slot, sentence):
         return "choice"
-    if slots.wants_other_value(slot, sentence):
+    if slot in several or slots.wants_other_value(slot, sentence):
         return "other_value"
     if with_new:
         return "restated"
     if justified(slot, known):
         return "justified"
+    if slots.CONFIRM_WORD.search(sentence) and slots.mentions_value(message, known.value):
+        return "confirmation"  # "I'll send it to ann@example.com. Can you confirm that email?"
     return "reask"
 
 
@@ -191,13 +205,16 @@ def find_asks(thread: Thread, *, elsewhere: bool | None = None) -> list[Ask]:
     for k, item in enumerate(items):
         turn_start.setdefault(item.turn, k)
     corrected_turns: set[int] = set()
+    several: frozenset[str] = frozenset()
     if elsewhere is None:  # the other languages' patterns cost time: use them only where they may be needed
         elsewhere = any(item.role in ("user", "assistant") and maybe_elsewhere(item.text) for item in items)
     # the ledger matters only at an ask: what comes after the last one cannot change any result
     last = max((k for k, item in enumerate(items) if _asks_in(item, elsewhere)), default=-1)
     for k, item in enumerate(items[: last + 1]):
         if item.role == "user" and item.text.strip():
-            given, retracts, corrects = user_reading(item.text, elsewhere)
+            given, retracts, corrects, more = user_reading(item.text, elsewhere)
+            if more:
+                several = several.union(more)
             if retracts:
                 _forget(ledger, item.text, elsewhere=elsewhere)
             _fill(ledger, item, given, asked_before)
@@ -226,7 +243,7 @@ def find_asks(thread: Thread, *, elsewhere: bool | None = None) -> list[Ask]:
                 fresh = slots.SLOT_BY_NAME[slot].fresh_turns
                 if known is not None and fresh is not None and item.turn - known.turn > fresh:
                     known = None  # given for an earlier booking
-                kind = _classify(slot, sentence, known, justified, with_new)
+                kind = _classify(slot, sentence, known, justified, with_new, item.text, several)
                 asks.append(Ask(slot, item.turn, item.position, sentence, kind, known))
         asked_before = asked_here
         _after_reply(ledger, item, elsewhere)
@@ -237,7 +254,7 @@ class Reask(MetricBase):
     """Binary: did the assistant ask again for a value the user had already given?"""
 
     name = "reask"
-    version = "6"
+    version = "7"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD

@@ -307,6 +307,10 @@ REQUEST = Folded(
     r"|let me know|double[- ]check|check|verify|re-?enter|re-?type)"
     r"|\bwhat(?:'s|\s+is|\s+was|\s+are)\s+(?:your|the)\b"
     r"|\bmay i (?:have|get|ask)\b|\b(?:can|could) i (?:please\s+)?(?:have|get)\s+(?:your|the)\b"
+    r"|\bmind\s+(?:sharing|providing|giving|telling|sending|confirming|entering|typing|letting)"
+    r"|\bkindly\s+(?:provide|share|send|give|tell|confirm|enter|type|specify)|\btrouble you for\b"
+    r"|\b(?:was|is)\s*\?\s*$"
+    r"|\bwho am i speaking with\b"
     r"|^\W*(?:and\s+|also\s+|so\s+|y\s+)?(?:what|which|cu[aá]l|qu[ée]|quel(?:le)?|welche[rs]?|qual|quale)\b[^?]*\?\s*$"
     r"|\bhow many\b[^?.!]*\?\s*$"
     r"|\blet me know\s+(?:your|the)\b"
@@ -340,21 +344,25 @@ NEED = Folded(
 _QUESTION = re.compile(r"\?\s*$")
 _REQUEST_VERB = Folded(
     r"\b(?:provide|share|give|tell|send|enter|type|specify|know|have|confirm)\b"
-    r"|\b(?:proporcion|indic|facilit|d[ae]r|confirm|envi|compart|escrib|fourni|donn|communiqu|geben|nennen|mitteilen"
-    r"|inform|fornec|pass|fornir|comunic)\w*",
-)
+    r"|\b(?:proporcion|indic|facilit|d[ae]r|confirm(?!a[tcçz])|envi|compart|escrib|fourni|donn|communiqu|geben|nennen"
+    r"|mitteilen|inform(?!ation)|fornec|pass|fornir|comunic)\w*",
+)  # not the nouns: "Did you get the confirmation email?" asks for nothing
 _OFFER = Folded(
     r"\bwould you like\b|\bdo you want\b|\bshall i\b|\ble\s+gustar[ií]a\b|\b(?:quiere|desea)\b|\bvoulez-vous\b"
     r"|\bsouhaitez-vous\b|\bmöchten\s+sie\b|\b(?:gostaria|deseja)\b|\b(?:vuole|desidera)\b",
 )
 #: a qualifier that means a different value of the same kind is wanted (another booking, a new date)
 OTHER_VALUE = Folded(
-    r"\b(?:other|another|new|different|additional|second|next|remaining|alternative|correct"
+    r"\b(?:other|another|new|different|additional|second|next|remaining|alternative|correct|own"
     r"|otr[oa]s?(?!\s+vez)|(?<!\bde\s)nuev[oa]s?|diferente|adicional|segund[oa]|autre|(?<!\bde\s)nouve(?:au|lle)|différente?|andere[nrs]?|neue[nrs]?"
     r"|outr[oa](?!\s+vez)|(?<!\bde\s)nov[oa]|altr[oa](?!\s+volta)|nuov[oa]|divers[oa])\b",
 )
+_CONFIRM_WORDS = r"\b(?:confirm|correct|verify|right|double[- ]check|make sure|is that|is this|just to be sure)\b"
 #: words that make an ask echoing the known value a confirmation
-CONFIRM = Folded(r"\b(?:confirm|correct|verify|right|double[- ]check|make sure|is that|is this|just to be sure)\b|\?")
+CONFIRM = Folded(rf"{_CONFIRM_WORDS}|\?")
+#: the same without a bare question mark: an ask that confirms a value its message wrote before it
+#: ("I'll send it to ann@example.com. Can you confirm that email?")
+CONFIRM_WORD = Folded(_CONFIRM_WORDS)
 NOT_FOUND = Folded(
     r"\b(?:not\s+(?:be\s+)?found|could(?:n'?t| not)\s+(?:find|locate|verify|match)"
     r"|can(?:'?t|not)\s+(?:find|locate|verify)|unable\s+to\s+(?:find|locate|verify|retrieve)"
@@ -382,6 +390,18 @@ USER_RETRACTION_ELSEWHERE = Folded(
     r"\b(?:no\s+(?:tengo|s[ée]|recuerdo)|olvid[ée]|no\s+estoy\s+segur[oa]|je\s+n'ai\s+pas|ich\s+habe\s+keine"
     r"|não\s+tenho|não\s+sei|non\s+ho|non\s+so)\b",
 )
+#: a user saying they have more than one value of a kind ("I have two orders", "my other booking", "a
+#: different email"): an ask for that kind may want the other one. Group 1 names the kind (`SEVERAL_OF`).
+SEVERAL = Folded(
+    r"\b(?:two|three|2|3|both|several|multiple|another|other|second|separate|different)\s+(?:\w+\s+)?"
+    r"(orders?|bookings?|reservations?|accounts?|e-?mails?|phones?)\b"
+)
+SEVERAL_NEEDS = ("order", "booking", "reservation", "account", "mail", "phone")
+#: the slot of each kind `SEVERAL` names, by its first three letters
+SEVERAL_OF = {
+    "ord": "order_number", "boo": "reservation_id", "res": "reservation_id", "acc": "account_id", "e-m": "email",
+    "ema": "email", "pho": "phone",
+}  # fmt: skip
 _NORMALISE_VALUE = re.compile(r"[^a-z0-9@]")
 _DIGIT = re.compile(r"\d")
 
@@ -428,6 +448,14 @@ def user_retracts(text: str, *, elsewhere: bool = False) -> bool:
     )
 
 
+def several(text: str) -> tuple[str, ...]:
+    """The slots a user message says they have more than one value of (`SEVERAL`)."""
+    if not could_match(text, SEVERAL_NEEDS):
+        return ()
+    found = {SEVERAL_OF.get(m.group(1)[:3].casefold(), "") for m in SEVERAL.finditer(text)}  # "ſ" folds to "s"
+    return tuple(sorted(found - {""}))
+
+
 _NUMBER_WORDS = {
     w: str(k) for k, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())
 }
@@ -450,8 +478,18 @@ def mentions_value(text: str, value: str) -> bool:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences end at . ? ! followed by white space, or at a line break (emails keep their dots)."""
-    return text_sentences(text)
+    """Sentences end at . ? ! followed by white space, or at a line break (emails keep their dots), but
+    not at "no." or "nr." before a number: "order no. 558123" is one sentence."""
+    out: list[str] = []
+    for piece in text_sentences(text):
+        if out and piece[0] in _NUMBER_START and out[-1][-4:].lower() in (" no.", " nr."):
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
+
+
+_NUMBER_START = frozenset("0123456789#")
 
 
 def _reservation_values(text: str) -> Iterator[str]:
