@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 import string
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,23 +35,37 @@ LOOP_HALF = 3
 LOOP_ZERO = 6
 ERROR_TEXT_LIMIT = 300
 
+_DONE = (
+    r"(?:updated|cancell?ed|booked|changed|modified|processed|sent|created|added|removed|issued|refunded|scheduled"
+    r"|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed)"
+)
 SUCCESS = Folded(
     r"\bsuccessful(?:ly)?\b|\b(?:all )?done\b|\bcompleted?\b"
-    r"|\bi(?:'ve| have)\s+(?:\w+\s+)?(?:updated|cancell?ed|booked|changed|modified|processed|sent|created|added|"
-    r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed)\b"
-    r"|\b(?:has|have) been\s+(?:\w+\s+)?(?:updated|cancell?ed|booked|changed|modified|processed|sent|created|added|"
-    r"removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|reset|transferred|placed|confirmed|completed)\b"
-    r"|\b(?:is|are) (?:now )?(?:both )?(?:confirmed|booked|cancell?ed|all set)\b"
-    r"|\byou(?:'re| are) (?:now )?(?:all set|booked|confirmed|registered|enrolled|subscribed)\b|^\W*all set\b"
+    rf"|\bi(?:'ve| have)\s+(?:(?!not\b|never\b)\w+\s+)?{_DONE}\b|\b(?:i(?:'ve| have) gone|i went) ahead and {_DONE}\b"
+    rf"|(?:\b(?:has|have)|'s) been\s+(?:(?!not\b|never\b)\w+\s+)?(?:{_DONE}|completed)\b"
+    r"|\b(?:is|are) (?:now )?(?:both )?(?:confirmed|booked|cancell?ed|all set|saved|reserved)\b"
+    r"|\byou(?:'re| are) (?:now )?(?:all )?(?:set|booked|confirmed|registered|enrolled|subscribed)\b|^\W*all set\b"
     r"|\bi\s+(?:just\s+|already\s+|successfully\s+|also\s+)?(?:updated|cancell?ed|booked|changed|modified|processed"
     r"|created|added|removed|issued|refunded|scheduled|submitted|saved|applied|upgraded|transferred|placed)\b"
     r"|\b(?:went|has gone|have gone) through\b|\b(?:is|are) now (?:updated|changed|active|live|in place)\b"
+    r"|\b(?:is|are) (?:on (?:its|their) way|being processed)\b|(?:\b(?:is|are|been|all)|'s) taken care of\b"
+    r"|\byou(?:'ll| will) (?:receive|get|see) (?:your|a|the) (?:full )?(?:refund|confirmation)\b"
+    rf"|^\W*(?:(?!not\b|never\b|nothing\b)[a-z]+ )?{_DONE}[ \t]*(?:[.!✅]|$)"
 )
+#: before a claim in its sentence: a condition, a plan or a negation ("once it's done", "I'll get it
+#: done", "nothing has been cancelled"), so no claim of success
+NOT_A_CLAIM = Folded(
+    r"\b(?:once|when|whenever|until|till|if|unless|will|would|should|never|nothing|none)\b|'ll\b|\bnot\b(?! a problem)"
+    r"|\bas soon as\b|\bno (?:changes?|\w+ (?:has|have|was|were))\b"
+)
+_SENTENCE_END = re.compile(r"[.!?\n]")
 ERROR_OR_APOLOGY = Folded(
-    r"\bsorry\b|\bapologi[sz]e|\bunfortunately\b|\berror\b|\bfail(?:ed|ure|s)?\b|\bunable\b|\bissue\b|\bproblem\b"
+    r"\bsorry\b|\bapologi[sz]e|\bunfortunately\b|\berror\b|\bfail(?:ed|ure|s)?\b|\bunable\b"
+    r"|(?<!\bno )(?<!\bnot an )\bissue\b|(?<!\bno )(?<!\bnot a )\bproblem\b"
     r"|\bcould(?:n'?t| not)\b|\bcan(?:'?t|not)\b|\bdid(?:n'?t| not)\b|\bwas(?:n'?t| not)\b|\bdoes(?:n'?t| not)\b"
     r"|\bis(?:n'?t| not)\b|\bnot (?:possible|able|available|allowed|eligible)\b|\bhowever\b|\bdeclined\b|\bdenied\b"
-    r"|\binvalid\b|\bcrash(?:ed|es)?\b|\bwent wrong\b"
+    r"|\binvalid\b|\bcrash(?:ed|es)?\b|\bwent wrong\b|\bno longer\b|\b(?:still|remains?) (?:active|open|pending)\b"
+    r"|\bpast the (?:\w+ )?(?:window|deadline)\b"
 )
 
 
@@ -278,7 +293,18 @@ def masks_error(turn: Turn, turn_unrecovered: list[Call]) -> bool:
     if not turn_unrecovered:
         return False
     reply = turn.assistant_text
-    return bool(reply and SUCCESS.search(reply) and not ERROR_OR_APOLOGY.search(reply))
+    return bool(reply and claims_success(reply) and not ERROR_OR_APOLOGY.search(reply))
+
+
+def claims_success(reply: str) -> bool:
+    """A success phrase (`SUCCESS`) that no condition, plan or negation before it in its sentence
+    (`NOT_A_CLAIM`) turns into something else: "Done!", not "I'll let you know when it's done"."""
+    ends = [e.end() for e in _SENTENCE_END.finditer(reply)]
+    for m in SUCCESS.finditer(reply):
+        k = bisect_right(ends, m.start())
+        if not NOT_A_CLAIM.search(reply[ends[k - 1] if k else 0 : m.start()]):
+            return True
+    return False
 
 
 def _label(score: float, failed: int, masked: bool, repeated: bool, unrec: int, identical: int) -> str:
@@ -295,7 +321,7 @@ class ToolErrors(MetricBase):
     """Tool-call failures per turn and per thread; not applicable without tool calls."""
 
     name = "tool_errors"
-    version = "8"
+    version = "9"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
