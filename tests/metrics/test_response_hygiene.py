@@ -2,6 +2,7 @@
 
 import pytest
 
+from tracing_eval.metrics.deterministic import response_hygiene as hygiene
 from tracing_eval.metrics.deterministic.response_hygiene import (
     ResponseHygiene,
     check_turn,
@@ -10,6 +11,7 @@ from tracing_eval.metrics.deterministic.response_hygiene import (
     truncated,
 )
 from tracing_eval.model import Message, MetricResult, Scope, Status, Thread, ToolCall, Turn
+from tracing_eval.text import alternatives
 from tracing_eval.transcripts import thread_from_messages
 
 
@@ -65,6 +67,34 @@ def test_clean_reply() -> None:
         ("Your order has shipped.<|eot_id|><|start_header_id|>assistant", None, "placeholder"),
         ("Your order has shipped. [/INST] Anything else?", None, "placeholder"),
         ("Your order has shipped.<end_of_turn>", None, "placeholder"),
+        # version 9: a reply that shows nothing but markup is empty
+        ("```\n```", None, "empty"),
+        ("**", None, "empty"),
+        ("---", None, "empty"),
+        ("\u200b", None, "empty"),
+        (" <br> &nbsp; ", None, "empty"),
+        # version 9: cut off on "if" / "as", at the next list item's number, in a table row, in a ~~~ fence
+        ("that is pretty cool. i wonder if", None, "truncated"),
+        ("Her death was a tragic loss for her fans, and it has been described as", None, "truncated"),
+        ("Steps:\n\n1. Open the app.\n2. Tap Settings.\n3.", None, "truncated"),
+        ("Steps:\n1. Open the app.\n2. Tap Settings.\n3", None, "truncated"),
+        ("Tips:\n\n**1. Sleep well**\nGet eight hours.\n\n**2.", None, "truncated"),
+        ("| Plan | Price |\n|---|---|\n| Basic |", None, "truncated"),
+        ("| Plan | Price |\n|---|---|\n| Basic | $5", None, "truncated"),
+        ("Here is the code:\n~~~python\nprint(1)\n", None, "truncated"),
+        ("Here is the code:\n````md\n```\ninner\n```\n", None, "truncated"),
+        # version 9: more template syntax, a greeting of a bracketed field, a missing value as an amount
+        ("Hello <<name>>, your order has shipped.", None, "placeholder"),
+        ("Thanks for your order, [[name]]. It has shipped.", None, "placeholder"),
+        ("Hi {0}, your order {1} has shipped.", None, "placeholder"),
+        ("Dear [name], your order has shipped.", None, "placeholder"),
+        ("Hi [customer], thanks for waiting.", None, "placeholder"),
+        ("You can reach us at [insert phone number].", None, "placeholder"),
+        ("Best regards,\n[Your name]", None, "placeholder"),
+        ("Best regards,\n[Your Team Name]", None, "placeholder"),
+        ("Your total is $NaN.", None, "placeholder"),
+        ("Your refund of \u20acundefined is on its way.", None, "placeholder"),
+        ("Your appointment is on NaN/NaN/NaN.", None, "placeholder"),
     ],
 )
 def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> None:
@@ -100,10 +130,71 @@ def test_failing_checks(reply: str, finish_reason: str | None, check: str) -> No
         "In Python, `'%s' % name` formats a string.",
         "Use a || b for a logical or; <s>strike</s> marks deleted text in HTML.",
         "The model ends each turn with `<|im_end|>`, so strip it before display.",
+        # version 9 look-alikes: finished replies that end in a mark, a capital "A", a number or a table
+        "I have never seen the northern lights :(",
+        "Sorry to hear that :-(",
+        "The best option for you is Plan A",
+        "Nope, I am from the U S of A",
+        "You can try ADC Theatre, phone number 01223300085 and postcode cb58as",
+        "Let me know if you need anything else!\n\n---",
+        "Use ```python to open a Python block in Markdown.",
+        "In Python, x = '```' is just a string of three backticks.",
+        "Nested fences:\n\n````md\n```\ninner\n```\n````",
+        "| Plan | Price |\n|---|---|\n| Basic | $5 |",
+        "Steps:\n1. Open the app.\n2. Tap Settings.",
+        "One plus two is:\n\n3.",
+        "Stay as long as you like, we are open until ten",
+        "A regex like [0-9]{3} matches three digits, and $\\sqrt[3]{8}$ is 2.",
+        "Hey [there](https://example.com), welcome back!",
+        "Dividing zero by zero gives NaN, and None is Python's null.",
     ],
 )
 def test_plausible_replies_pass(reply: str) -> None:
     assert check_turn(turn("Tell me something about it please.", reply)) == {}
+
+
+_EMAIL = "Dear [Landlord's Name],\n\nThe heater in my flat has been broken since Monday.\n\nBest regards,\n[Your Name]"
+
+
+def test_bracketed_fields_of_a_draft_the_user_asked_for_are_content() -> None:
+    asked = "Can you write an email to my landlord about the broken heater?"
+    assert "placeholder" not in check_turn(turn(asked, _EMAIL))
+    assert "placeholder" not in check_turn(turn("Any tips?", "Here's a template:\n\nHi [Name], thanks!"))
+    assert "placeholder" in check_turn(turn("Where is my order please?", _EMAIL))
+    assert "placeholder" in check_turn(turn(asked, "Hi {{landlord_name}}, the heater is broken."))
+
+
+_EN = "Can you tell me what you think about the sea today?"
+
+
+@pytest.mark.parametrize(
+    ("user", "reply", "without_the_ask"),
+    [
+        ("Translate this into German please: I would like a coffee and a piece of cake.",
+         "Ich möchte einen Kaffee und ein Stück Kuchen, bitte.", _EN),
+        ("Answer in Spanish: what is the capital of Australia?",
+         "La capital de Australia es Canberra, no Sídney como mucha gente piensa.", _EN),
+        ("Write me a short poem in French about the sea.",
+         "La mer danse sous le ciel gris, elle chante pour les marins et pour les enfants.", _EN),
+        ("Responde en inglés por favor: ¿cuál es la capital de Australia?",
+         "The capital of Australia is Canberra, not Sydney as many people think.",
+         "Hola, ¿cuál es la capital de Australia? No lo sé y la necesito para mañana."),
+        ("How do I say 'thank you for your help, see you tomorrow' in Russian?",
+         "Спасибо за помощь, до завтра!", _EN),
+    ],
+)  # fmt: skip
+def test_a_reply_in_the_language_the_user_asks_for(user: str, reply: str, without_the_ask: str) -> None:
+    assert "language" not in check_turn(turn(user, reply))
+    assert "language" in check_turn(turn(without_the_ask, reply))
+
+
+def test_every_placeholder_alternative_names_one_of_its_gate_pieces() -> None:
+    """`check_turn` searches for placeholders only in replies that hold a gate piece."""
+    alts = alternatives(hygiene.PLACEHOLDER.pattern)
+    alts = [a for alt in alts for a in (alternatives(alt[9:-1]) if alt.startswith("(?P<field>") else [alt])]
+    assert len(alts) > 20
+    pieces = hygiene._MAYBE_PLACEHOLDER
+    assert [a for a in alts if not any(p in a for p in pieces)] == []
 
 
 def test_language_mismatch_by_script_and_by_latin_language() -> None:

@@ -1,16 +1,19 @@
 """D7 `response_hygiene`: per-turn checks on the reply the user saw.
 
-Checks: `empty` (the turn has assistant messages but no text, unless it ends in a successful
-hand-off tool call such as `transfer_to_human_agents`), `truncated` (finish_reason=length,
-or the reply stops mid-sentence: a dangling comma, conjunction or article, or an unclosed code
-fence; a reply that ends in a URL or a path such as `https://example.com/` is finished),
-`placeholder` (leaked template text such as `{{name}}`, `[INSERT ...]`, `[Customer Name]`,
-`<order_id>`, `%s`, `${x}` outside code, a chat template's special token such as `<|im_end|>` or
-`[/INST]`, or a whole reply of `None` / `undefined` / `null`; template syntax inside a code block
-or inline code is content, as in an answer about Jinja), and `language`
-(the reply is in another script, or another Latin-script language, than the user's message). Every
-turn gets a result: turns without an assistant message are `not_applicable`. The thread score is the
-share of clean turns.
+Checks: `empty` (the turn has assistant messages but no text, or only markup such as `---`, `**`
+or an empty code block, unless it ends in a successful hand-off tool call such as
+`transfer_to_human_agents`), `truncated` (finish_reason=length, or the reply stops mid-sentence: a
+dangling comma, conjunction, article, "if" or "as", an unclosed code fence, a numbered list that
+stops at the next item's number, or a table row cut short; a reply that ends in a URL or a path such
+as `https://example.com/`, a frowning emoticon or a horizontal rule is finished), `placeholder`
+(leaked template text such as `{{name}}`, `[INSERT ...]`, `[Customer Name]`, `<order_id>`,
+`<<name>>`, `{0}`, `%s`, `${x}` outside code, "Hi [name]", "$NaN", a chat template's special token
+such as `<|im_end|>` or `[/INST]`, or a whole reply of `None` / `undefined` / `null`; template
+syntax inside a code block or inline code is content, as in an answer about Jinja, and so are
+bracketed fields in a draft the user asked for, such as "[Your Name]" in an email), and `language`
+(the reply is in another script, or another Latin-script language, than the user's message, unless
+the user asks for a translation or names the reply's language). Every turn gets a result: turns
+without an assistant message are `not_applicable`. The thread score is the share of clean turns.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from tracing_eval.metrics.deterministic.lexicons import LANGUAGE_WORDS
 from tracing_eval.metrics.deterministic.similarity import words
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Thread, Turn
-from tracing_eval.text import Folded
+from tracing_eval.text import Folded, holds_any
 from tracing_eval.text import script_of as text_script_of
 
 DEFAULT_THRESHOLD = 0.7
@@ -34,11 +37,30 @@ CHECKS = ("empty", "truncated", "placeholder", "language")
 #: can be guessed English or nothing, never another language
 _NOT_ENGLISH = frozenset().union(*(v for k, v in LANGUAGE_WORDS.items() if k != "en"))
 
+#: names of a language (by code) or of the languages of a script, in the covered languages; a user
+#: who names the reply's language, or asks for a translation, wants that language
+LANGUAGE_NAMES = {
+    "en": ("english", "inglés", "ingles", "anglais", "englisch", "inglese", "inglês"),
+    "es": ("spanish", "español", "espanol", "espagnol", "spanisch", "spagnolo", "espanhol", "castellano"),
+    "fr": ("french", "français", "francais", "francés", "frances", "französisch", "francese", "francês"),
+    "de": ("german", "deutsch", "alemán", "aleman", "allemand", "tedesco", "alemão"),
+    "pt": ("portuguese", "portugués", "portugais", "portugiesisch", "portoghese", "português"),
+    "it": ("italian", "italiano", "italien", "italienisch"),
+    "CYRILLIC": ("russian", "ukrainian", "bulgarian", "serbian", "russe", "ruso", "russisch", "russo"),
+    "CJK": ("chinese", "japanese", "mandarin", "cantonese", "chinois", "japonais", "chino", "japonés"),
+    "HANGUL": ("korean", "coréen", "coreano", "koreanisch"),
+    "ARABIC": ("arabic", "persian", "farsi", "urdu", "arabe", "árabe", "arabisch"),
+    "HEBREW": ("hebrew", "hébreu", "hebreo", "hebräisch"),
+    "DEVANAGARI": ("hindi", "marathi", "nepali"),
+    "GREEK": ("greek", "grec", "griego", "griechisch"),
+    "THAI": ("thai", "tailandés", "thaï"),
+}
+_TRANSLATE = ("translat", "tradu", "übersetz", "uebersetz")
 MIN_SCRIPT_LETTERS = 12
 SCRIPT_SHARE = 0.6
 
-#: template fields people leave in replies, spelled "[Customer Name]", "[CUSTOMER NAME]" or
-#: "<customer_name>"; lower-case "[name]" or "<name>" is left alone (command syntax in an answer)
+#: template fields people leave in replies, spelled "[Customer Name]", "[Your name]", "[CUSTOMER NAME]"
+#: or "<customer_name>"; lower-case "[name]" or "<name>" is left alone (command syntax in an answer)
 _FIELDS = (
     "name", "first name", "last name", "full name", "customer name", "your name", "user name", "agent name",
     "company name", "product name", "recipient name", "email", "email address", "phone", "phone number",
@@ -49,35 +71,71 @@ _FIELD = "|".join(
     sorted(
         spelling
         for f in _FIELDS
-        for spelling in {f.title(), f.upper(), f.upper().replace(" ", "_"), f.replace(" ", "_") if " " in f else ""}
+        for spelling in {
+            f.title(),
+            f.capitalize(),
+            f.upper(),
+            f.upper().replace(" ", "_"),
+            f.replace(" ", "_") if " " in f else "",
+        }
         if spelling
     )
 )
 PLACEHOLDER = re.compile(
-    r"\{\{.{0,200}?\}\}|\{\{|\}\}|\$\{[A-Za-z_][\w.]*\}|\{%.{0,200}?%\}|\[object Object\]"
-    # a format-string field left in prose: "Dear {first_name}," (not LaTeX: \\frac{a}{b}, x_{i}, e^{x})
-    r"|(?<![\w\\^}$])\{[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\}(?!\})"
-    r"|<INSERT\b|\[(?:INSERT|PLACEHOLDER|TODO|TBD)\b"
-    # a template field in brackets: "[Customer Name]", "$[AMOUNT]", "<tracking_number>", "<EMAIL>"
+    r"\{\{.{0,200}?\}\}|\{\{|\}\}|\$\{[A-Za-z_][\w.]*\}|\{%.{0,200}?%\}|\[object Object\]|<<[A-Za-z_]\w*>>"
+    # a format-string field left in prose: "Dear {first_name},", "Hi {0}" (not LaTeX: \\frac{a}{b}, x_{i}, e^{x})
+    r"|(?<![\w\\^}$\])])\{(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|\d)\}(?!\})"
+    # a bracketed field, left alone in a draft the user asked for (`field` group: see `leaked_placeholder`)
+    r"|(?P<field><INSERT\b|\[(?:INSERT|PLACEHOLDER|TODO|TBD)\b|\[[Ii]nsert\s|\[(?:Your|YOUR)\s[^\]\n]{1,40}\](?![(\[])"
+    # a template field in brackets: "[Customer Name]", "$[AMOUNT]", "<tracking_number>", "<EMAIL>", "[[name]]"
     # (not the text of a Markdown link: "[Link](https://...)", "[Address][1]")
-    rf"|\[(?:{_FIELD})\](?![(\[])|<(?:{_FIELD})>"
+    rf"|\[(?:{_FIELD})\](?![(\[])|<(?:{_FIELD})>|\[\[(?i:{_FIELD})\]\]"
+    # any bracketed text a greeting names: "Hi [name],", "Dear [customer]"
+    r"|\b(?i:hi|hello|dear|hey)\s+\[[^\]\n]{1,40}\](?![(\[]))"
     # a printf field left in prose: "order %s", "Hello %(name)s"
     r"|%\([A-Za-z_]\w*\)[sd]|(?<![\w%])%[sd](?![\w%])"
     r"|\b(?i:hi|hello|dear|hey|thanks|thank you),?\s+(?:undefined|null|None|NaN)\b"
+    # a missing value rendered as an amount or a date: "$NaN", "€undefined", "NaN/NaN/NaN"
+    r"|[$\u20ac\u00a3](?:NaN|undefined|null|None)\b|\bNaN/NaN\b"
     # a chat template's special token left in the text: "<|im_end|>", "<|eot_id|>", "[/INST]", "<end_of_turn>"
     r"|<\|[A-Za-z_][\w.-]{0,40}\|>|\[/?INST\]|</?(?:start|end)_of_turn>",
 )
 #: every PLACEHOLDER match holds one of these: a cheap gate before stripping code and searching
 _MAYBE_PLACEHOLDER = ("{", "}", "$", "[", "<", "%", "undefined", "null", "None", "NaN")
+#: the user asks for a text to send or fill in, or the reply offers one: its bracketed fields are for
+#: the user ("Dear [Landlord's Name], ... [Your Name]")
+_DRAFT_ASK = Folded(
+    r"\b(?:write|draft|compose|prepare|create|generate)\b[^.?!\n]{0,60}\b(?:e-?mails?|letters?|messages?|notes?"
+    r"|posts?|repl(?:y|ies)|invitations?|announcements?|speech|bio|texts?|cards?|memo|proposal|resume|cv)\b"
+    r"|\btemplates?\b"
+)
+_DRAFT_SAYS = Folded(
+    r"\b(?:drafts?|templates?|customi[sz]e|fill in|placeholders?|personali[sz]e)\b|\breplace (?:the )?(?:\[|bracket)"
+    r"|^subject:",
+    re.MULTILINE,
+)
+#: a reply of nothing but white space, zero-width characters and markup ("---", "**", an empty code
+#: block, "<br>") shows the user nothing
+BLANK = re.compile(r"(?:[\s\u200b-\u200d\u2060\ufeff*_`~#>|=-]|<br\s*/?>|&nbsp;)*")
 WHOLE_PLACEHOLDER = Folded(r"^\s*(?:none|null|undefined|nan|nil|\[\]|\{\})\s*$")
 #: words a finished English sentence almost never ends on without a mark after them (prepositions
-#: and pronouns can: "what are you looking for"; "of" hardly: "the nba is one of")
-DANGLING_WORDS = frozenset("a an the and or but nor because than my your our their its whose of".split())
+#: and pronouns can: "what are you looking for"; "of", "if" and "as" hardly: "the nba is one of", "i wonder
+#: if", "it has been described as"); a capital "A" ends "Plan A" and "the U S of A"
+DANGLING_WORDS = frozenset("a an the and or but nor because than my your our their its whose of if as although".split())
 #: tool names that hand the conversation over; a turn that ends in one needs no reply text
 HANDOFF = re.compile(r"transfer|hand_?off|escalat|human|agent_?handover", re.IGNORECASE)
-_TAIL_WORD = re.compile(r"([^\W\d_]+)\W*$")
+_TAIL_WORD = re.compile(r"\b([^\W\d_]+)\W*$")  # a whole word: not the "as" of "cb58as"
 #: the reply ends in a URL or a path: its trailing "/" or "-" is not a dangling mark
 _LINK_TAIL = Folded(r"(?:^|\s|[(<\[])(?:[a-z][\w+.-]*://|www\.|~?/|\.{1,2}/|[\w.-]+/)\S*$")
+#: a line that opens or closes fenced code: three or more backticks or tildes at its start
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$", re.MULTILINE)
+#: the last line of a reply that stops at the number of its next list item ("\n\n8." or "**3."), and
+#: the item before it, whose number must be one less
+_LIST_NUMBER = re.compile(r"\n[ \t>*_#]*(\d{1,3})[.)]?[ \t*_]*$")
+#: a last line that is only a horizontal rule ("---", "- - -"): a finished reply may end in one
+_RULE = re.compile(r"\n[ \t]*-(?:[ \t]*-){2,}$")
+#: emoticons that end in a dangling mark
+_EMOTICONS = (":-)", ";-)", ":)", ":(", ":-(", ";(", ":'(")
 #: fenced code (closed or running to the end) and inline code spans
 _CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`", re.DOTALL)
 #: a reply (stripped of trailing white space) that ends in one of these is left dangling
@@ -93,19 +151,54 @@ def truncated(text: str, finish_reason: str | None) -> str | None:
     stripped = text.rstrip()
     if not stripped:
         return None
-    if stripped.count("```") % 2 == 1:
+    if ("```" in stripped or "~~~" in stripped) and unclosed_fence(stripped):
         return "unclosed code block"
+    last = stripped[-1]
     if (
-        stripped[-1] in _DANGLING_PUNCT
-        and not stripped.endswith((":-)", ";-)", ":)"))
+        last in _DANGLING_PUNCT
+        and not stripped.endswith(_EMOTICONS)
         and not _LINK_TAIL.search(stripped)
+        and not (last == "-" and _RULE.search(stripped))
     ):
         return "ends with a dangling punctuation mark"
-    last = stripped[-1]
     if last.isalpha():
         m = _TAIL_WORD.search(stripped, max(0, len(stripped) - _TAIL_CHARS))
-        if m and m.group(1).lower() in DANGLING_WORDS and len(stripped.split()) >= 6:
+        if m and m.group(1).lower() in DANGLING_WORDS and len(stripped.split()) >= 6 and m.group(1) != "A":
             return f"ends mid-sentence on {m.group(1)!r}"
+    elif last.isdigit() or last in ".)*_":
+        m = _LIST_NUMBER.search(stripped, max(0, len(stripped) - 12))
+        if m and m.group(1) != "1" and re.search(rf"(?m)^[ \t>*_#]*{int(m.group(1)) - 1}[.)]\s", stripped):
+            return "ends at the number of the next list item"
+    if stripped[stripped.rfind("\n") + 1 :].lstrip().startswith("|"):
+        return cut_table_row(stripped)
+    return None
+
+
+def unclosed_fence(text: str) -> bool:
+    """Does fenced code opened at the start of a line run to the end of `text`? A fence closes at a
+    bare line of the same mark at least as long; a fence inside a line ("use ```python") is text."""
+    opened = ""
+    for m in _FENCE.finditer(text):
+        mark, rest = m.group(1), m.group(2)
+        if not opened:
+            if not (mark[0] == "`" and "`" in rest):  # "```js```" on one line is no fence
+                opened = mark
+        elif mark[0] == opened[0] and len(mark) >= len(opened) and not rest.strip():
+            opened = ""
+    return bool(opened)
+
+
+def cut_table_row(text: str) -> str | None:
+    """Why the last line of `text`, a Markdown table row, looks cut short, or None: it has fewer cell
+    borders than the row above it, or lacks the closing "|" the row above has."""
+    lines = text.rsplit("\n", 2)
+    if len(lines) < 2:
+        return None
+    above, last = lines[-2].strip(), lines[-1].strip()
+    if not (above.startswith("|") and above.endswith("|")):
+        return None
+    if not last.endswith("|") or last.count("|") < above.count("|"):
+        return "ends inside a table row"
     return None
 
 
@@ -116,17 +209,39 @@ def script_of(text: str) -> str | None:
 
 
 def language_mismatch(user: str, reply: str) -> str | None:
-    """A description of the mismatch between the user's language and the reply's, or None."""
+    """A description of the mismatch between the user's language and the reply's, or None (also when
+    the user asks for a translation or names the reply's language: "answer in Spanish")."""
     us, rs = script_of(user), script_of(reply)
     if us and rs and us != rs:
-        return f"user writes {us.title()} script, reply is {rs.title()}"
+        return None if asked_for(user, rs) else f"user writes {us.title()} script, reply is {rs.title()}"
     if us == rs == "LATIN":
         ul = latin_language(user)
         if ul is None or (ul == "en" and _NOT_ENGLISH.isdisjoint(words(reply))):
             return None
         rl = latin_language(reply)
-        if rl and rl != ul:
+        if rl and rl != ul and not asked_for(user, rl):
             return f"user writes {ul}, reply is {rl}"
+    return None
+
+
+def asked_for(user: str, language: str) -> bool:
+    """Does the user ask for a translation, or name `language` (a code or a script)?"""
+    low = user.lower()
+    return any(name in low for name in _TRANSLATE) or any(name in low for name in LANGUAGE_NAMES.get(language, ()))
+
+
+def leaked_placeholder(user: str, reply: str) -> str | None:
+    """The first template text left in `reply` outside code, or None; bracketed fields are left
+    alone in a draft (the user asked for a text to fill in, or the reply offers one)."""
+    text = _CODE.sub(" ", reply)
+    drafting: bool | None = None
+    for m in PLACEHOLDER.finditer(text):
+        if m.group("field") is None:
+            return m.group(0)
+        if drafting is None:
+            drafting = bool(_DRAFT_ASK.search(user) or _DRAFT_SAYS.search(reply))
+        if not drafting:
+            return m.group(0)
     return None
 
 
@@ -140,7 +255,7 @@ def check_turn(turn: Turn) -> dict[str, str]:
     """Failing checks of one turn's reply, each with a short explanation."""
     reply = turn.assistant_text
     failing: dict[str, str] = {}
-    if not reply.strip():
+    if BLANK.fullmatch(reply):
         if ends_in_handoff(turn):
             return failing
         failing["empty"] = "the turn has no reply text" if turn.assistant_messages else "no reply"
@@ -152,10 +267,10 @@ def check_turn(turn: Turn) -> dict[str, str]:
         failing["truncated"] = why
     if WHOLE_PLACEHOLDER.match(reply):
         failing["placeholder"] = f"the whole reply is {reply.strip()!r}"
-    elif any(piece in reply for piece in _MAYBE_PLACEHOLDER):
-        m = PLACEHOLDER.search(_CODE.sub(" ", reply))
-        if m:
-            failing["placeholder"] = f"leaked template text {m.group(0)[:40]!r}"
+    elif holds_any(reply, _MAYBE_PLACEHOLDER):
+        leak = leaked_placeholder(turn.user_text, reply)
+        if leak:
+            failing["placeholder"] = f"leaked template text {leak[:40]!r}"
     mismatch = language_mismatch(turn.user_text, reply)
     if mismatch:
         failing["language"] = mismatch
@@ -166,7 +281,7 @@ class ResponseHygiene(MetricBase):
     """Binary per-turn hygiene of the reply; the thread score is the share of clean turns."""
 
     name = "response_hygiene"
-    version = "8"
+    version = "9"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
