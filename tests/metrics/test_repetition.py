@@ -491,6 +491,57 @@ def test_japanese_sentences_without_spaces_are_compared() -> None:
     assert (pair["first_position"], pair["repeat_position"], pair["kind"]) == (1, 3, "sentence")
 
 
+@pytest.mark.parametrize(
+    ("earlier", "later"),
+    [
+        ("Barcha is a great restaurant in San Francisco.", "Boulibar is a great restaurant in San Francisco."),
+        (
+            "Your refund for the blue winter jacket will reach your card within five business days.",
+            "Your refund for the red winter coat will reach your card within five business days.",
+        ),
+    ],
+)
+def test_a_sentence_exactly_four_fifths_alike_matches_at_any_length(earlier: str, later: str) -> None:
+    """4 of 5 and 8 of 10 tokens alike are both a ratio of 0.8, which matches: rapidfuzz's cutoff
+    once let exactly 0.8 through for some lengths and not for others."""
+    news = "It also has a lovely garden terrace with heaters for the colder evenings of the year."
+    result = run(chat("Any ideas?", earlier, "Another one?", f"{later} {news}"))
+    [pair] = result.evidence["pairs"]
+    assert (pair["repeat_position"], pair["kind"], pair["similarity"]) == (3, "sentence", 0.8)
+
+
+def test_a_short_answer_to_the_question_it_asked_is_no_repeat() -> None:
+    """The bot asked about the user; saying the same of itself answers the question sent back."""
+    result = run(
+        chat("hi", "i'm good! do you like to watch television?", "yes, do you?", "i do like to watch television.")
+    )
+    assert result.evidence["pairs"] == []
+
+
+def test_a_short_question_asked_again_is_a_repeat() -> None:
+    """The look-alike: the same question again, a greeting before it or not."""
+    result = run(
+        chat(
+            "hi",
+            "me too, do you know how cinematography was invented?",
+            "no",
+            "do you know how cinematography was invented?",
+        )
+    )
+    [pair] = result.evidence["pairs"]
+    assert (pair["first_position"], pair["repeat_position"]) == (1, 3)
+
+
+@pytest.mark.parametrize(
+    "ask", ["Could you double-check?", "Can you check it again?", "Could you just confirm it to me?"]
+)
+def test_the_same_answer_after_a_request_to_check_again_is_requested(ask: str) -> None:
+    answer = "As a silver member with an economy reservation, you can take a total of 4 free checked bags."
+    result = run(chat("How many bags can I take?", answer, ask, answer))
+    assert result.evidence["pairs"] == []
+    assert [p["kind"] for p in result.evidence["neutral_pairs"]] == ["requested"]
+
+
 def test_one_confirmation_template_for_two_different_requests_is_not_a_repeat() -> None:
     result = run(
         chat(

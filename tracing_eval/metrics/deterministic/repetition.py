@@ -3,7 +3,8 @@
 The unit is the sentence (`tracing_eval.text.sentence_words`, any script). A sentence is its
 content tokens (word units of any script, stop-words dropped, stemmed; every number or code becomes
 `#`, so "ticket 48213" and "ticket 48391" read the same); a short one (2-3 content tokens) is all its
-words and matches only a sentence with the same content. A sentence of reply j matches one of the
+words and matches only a sentence with the same content about the same person ("do you like to
+travel?" is not repeated by "i do like to travel."). A sentence of reply j matches one of the
 W previous replies' when their word-level Indel ratio is >= 0.8, and any earlier reply's when it
 says that sentence again word for word (numbers included). Reply j then:
 
@@ -71,6 +72,9 @@ MIN_SHARED = 3
 TOPIC_TURNS = 3
 SAME_QUESTION = 0.8
 USER_WINDOW = 6
+#: rapidfuzz applies a `score_cutoff` in distance terms, where a similarity of exactly the
+#: threshold (4 of 5 words alike: 0.8) can round out; cutoffs are passed this much lower
+CUTOFF_SLACK = 1e-6
 #: what the user or a tool brought up in this many turns before a reply can make it a new answer
 SINCE_TURNS = 12
 MAX_SEGMENTS = 20
@@ -93,7 +97,8 @@ _DIGIT = re.compile(r"\d")
 #: The user asks for a restatement: repeating is then what was wanted.
 _RESTATE = re.compile(
     r"\b(?:repeat|recap|summari[sz]e|restate|remind me|come again|once more|one more time"
-    r"|(?:say|tell|explain|send|give|list|show|read|go over)\b[^.?!]{0,30}\bagain"
+    r"|(?:say|tell|explain|send|give|list|show|read|go over|check|confirm)\b[^.?!]{0,30}\bagain"
+    r"|double[- ]?check|confirm (?:it|that|this) (?:to|for) me"
     r"|what (?:did|was it) you (?:just )?sa(?:y|id)|repite|repetir|otra vez|wiederhol|noch ?(?:ein)?mal"
     r"|r[ée]p[ée]t|encore une fois)\b|再说一遍|重复一下|もう一度|繰り返",
     re.I,
@@ -126,7 +131,7 @@ class Reply:
     sentences: list[list[str]]  # the word units of each sentence
     keys: list[list[str]]  # what each sentence is compared by (empty when too short)
     units: list[str]  # each key encoded one character per token
-    exact: list[tuple[str, ...]]  # the content a short sentence's match must have (() for long ones)
+    exact: list[tuple[str, ...]]  # what a short sentence's match must share: content, person (() for long ones)
     whole: str
     raw: frozenset[str]  # content tokens as written, numbers and codes kept
     words: int  # word units, stop-words included
@@ -189,13 +194,21 @@ def _hash_numbers(toks: list[str]) -> list[str]:
     return [t if t.isalpha() or not _DIGIT.search(t) else "#" for t in toks]
 
 
+#: English personal pronouns (apostrophes dropped) -> the person a short sentence is about
+_PERSON: dict[str, str] = dict.fromkeys("i me my mine myself im ive".split(), "1") | dict.fromkeys(
+    "you your yours yourself youre youve youd youll u ur".split(), "2"
+)
+
+
 def sentence_key(written: list[str]) -> tuple[list[str], tuple[str, ...], list[str], int]:
     """From a sentence's word units: what it is compared by, the content a short one must share
     exactly, its content tokens as written, and its number of words.
 
     A sentence with 4+ content tokens is compared by them. A shorter one ("do you like cars?") is
     compared by all its words, stop-words included, and matches only a sentence with the same
-    content tokens, so that two short sentences match only when worded alike about the same thing.
+    content tokens, so that two short sentences match only when worded alike about the same thing,
+    and not when one speaks only of the user and the other only of the speaker ("i do like cars"
+    answers the question; `_alike`).
     A sentence with fewer than two content tokens or four words ("sleep tight") is not compared.
     """
     raw = list(map(stem, filterfalse(STOP_WORDS.__contains__, written)))
@@ -204,7 +217,16 @@ def sentence_key(written: list[str]) -> tuple[list[str], tuple[str, ...], list[s
         return content, (), raw, len(written)
     if len(content) < MIN_SENTENCE_TOKENS or len(written) < MIN_SHORT_SENTENCE_WORDS:
         return [], (), raw, len(written)
-    return _hash_numbers(list(map(stem, written))), tuple(sorted(content)), raw, len(written)
+    person = "".join(sorted({_PERSON[w] for w in written if w in _PERSON}))
+    return _hash_numbers(list(map(stem, written))), (*sorted(content), person), raw, len(written)
+
+
+def _alike(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two sentences may match (`sentence_key`'s exact parts): long ones (`()`) always, short
+    ones with the same content, unless one speaks only of the user and the other only of the speaker."""
+    if not a or not b:
+        return a == b
+    return a[:-1] == b[:-1] and {a[-1], b[-1]} != {"1", "2"}
 
 
 def prepare(items: list[Located]) -> list[Reply]:
@@ -414,9 +436,13 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
             hits = [
                 h
                 for h in process.extract(
-                    unit, choices, scorer=Indel.normalized_similarity, score_cutoff=SENTENCE_MATCH, limit=None
+                    unit,
+                    choices,
+                    scorer=Indel.normalized_similarity,
+                    score_cutoff=SENTENCE_MATCH - CUTOFF_SLACK,
+                    limit=None,
                 )
-                if exact == exacts[h[2]]
+                if _alike(exact, exacts[h[2]])
             ]
             for k in {owners[h[2]] for h in hits}:
                 matched[k] = matched.get(k, 0) + len(unit)
@@ -510,7 +536,7 @@ def _classify(
         elif first_neutral is None or n > matched[first_neutral[0]]:
             first_neutral = (k, kind)
     if counted:
-        k = max(counted, key=lambda i: (counted[i], i))
+        k = max(counted, key=lambda i: (counted[i], best_sim[i], i))
         said_again = set().union(*(matched_sentences.get(i, ()) for i in counted))
         share = min(1.0, max(sum(len(reply.units[i]) for i in said_again), max(counted.values())) / size)
         if share >= NEAR_VERBATIM:
@@ -595,7 +621,7 @@ def user_repeats(ctx: Context, turns: list[int]) -> list[int]:
                 mine,
                 [ctx.user_tokens(u) for u in earlier],
                 scorer=Indel.normalized_similarity,
-                score_cutoff=SAME_QUESTION,
+                score_cutoff=SAME_QUESTION - CUTOFF_SLACK,
             )
             if hit is not None:
                 out.append(t)
@@ -608,7 +634,7 @@ class Repetition(MetricBase):
     """Thread-scope repetition between assistant replies, sentence by sentence (V5−)."""
 
     name = "repetition"
-    version = "5"
+    version = "6"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
