@@ -40,7 +40,7 @@ def run(*replies: str, users: list[str] | None = None):
 
 def test_weights_and_version() -> None:
     assert WEIGHTS == {"none": 1.0, "partial": 0.7, "fully": 0.0}
-    assert RefusalLoop.version == "9"
+    assert RefusalLoop.version == "10"
 
 
 def test_bare_refusal_loop_is_fully() -> None:
@@ -289,6 +289,14 @@ REFUSALS = [
     "Non sono autorizzato a cancellare l'ordine.",
     "Il ne m'est pas possible d'annuler la commande.",
     "Je crains de ne pas pouvoir vous aider.",
+    # "Unfortunately, that's not possible." in each covered language, and a German "may not"
+    "Lamentablemente, eso no es posible.",
+    "Malheureusement, ce n'est pas possible.",
+    "Leider ist das nicht möglich.",
+    "Das ist leider nicht möglich!",
+    "Infelizmente, isso não é possível.",
+    "Purtroppo non è possibile.",
+    "Ich darf Ihnen keine Auskunft geben.",
     # a crisis redirect in each covered language
     "Lamento mucho lo que sientes. Hay personas que se preocupan por ti y quieren ayudarte.",
     "Je suis désolé que vous traversiez cela. Appelez une ligne d'écoute, elle répond jour et nuit.",
@@ -305,6 +313,10 @@ def test_refusals(text: str) -> None:
 
 NON_REFUSALS = [
     "I can help with that!",
+    # not possible to know or to do without something: no refusal
+    "Malheureusement, ce n'est pas possible de prédire la météo.",
+    "Leider ist das nicht möglich, ohne Ihre Bestätigung.",
+    "Lamentablemente no es posible saberlo con certeza, pero suele tardar dos días.",
     "I'm sorry to hear that. Let me fix it.",
     "I can't wait for the weekend.",
     "I can't wait to help you plan the trip!",

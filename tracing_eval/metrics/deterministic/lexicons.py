@@ -227,6 +227,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\b(?:me temo que|lamentablemente|lo siento,? pero|disculpa,? pero|disculpe,? pero)\s+no\s+(?:\w+\s+){0,2}?"
         rf"(?:{_ES_VERBS})\w*",
         r"\bno\s+es\s+(?:apropiado|[ée]tico|adecuado|legal|seguro|correcto|aceptable)\b",
+        # "Lamentablemente, eso no es posible." (as "Unfortunately, that's not possible.")
+        r"\b(?:lamentablemente|desafortunadamente|me\s+temo\s+que),?\s+(?:eso\s+|esto\s+)?no\s+es\s+posible\s*(?:[.!;]|$)",
         r"\b(?:debo|tengo que)\s+(?:rechazar|negarme|declinar)\b|\bme\s+niego\s+a\b",
         r"\bno\s+es\s+algo\s+(?:con\s+lo\s+|en\s+lo\s+)?que\s+(?:pueda|puedo|podamos|podemos)\b"
         rf"|\bprefiero\s+no\s+(?:\w+\s+)?(?:{_ES_VERBS})\w*",
@@ -244,6 +246,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\bje\s+ne\s+suis\s+pas\s+(?:en mesure|autorisée?|habilitée?|capable)\b",
         rf"\b(?:il\s+m'est|il\s+nous\s+est)\s+impossible\s+de\s+(?:\S+\s+){{0,2}}?(?:{_FR_VERBS})\w*",
         r"\bimpossible\s+pour\s+moi\s+de\b",
+        # "Malheureusement, ce n'est pas possible."
+        r"\b(?:malheureusement|hélas|je\s+crains\s+que),?\s+(?:ce|cela|ça)\s+n'(?:est|soit)\s+pas\s+possible\s*(?:[.!;]|$)",
         r"\b(?:il|ce)\s+n'est\s+pas\s+(?:approprié|éthique|légal|acceptable|correct|sûr|possible pour moi)\b",
         r"\bje\s+(?:dois|me vois contrainte? de)\s+(?:refuser|décliner)\b|\bje\s+refuse\s+de\b",
         r"\bce\s+n'est\s+pas\s+quelque\s+chose\s+que\s+(?:je|nous)\s+(?:peux|puisse|pouvons|puissions)\b",
@@ -260,6 +264,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         rf"\s+(?:\S+\s+){{0,5}}?(?:nicht|keine\w*|nichts)\s+(?:\S+\s+){{0,4}}?(?:{_DE_VERBS})\b",
         r"\bich\s+bin\s+(?:leider\s+)?nicht\s+(?:in der lage|berechtigt|befugt|autorisiert)\b",
         r"\b(?:es\s+ist\s+mir|das\s+ist\s+mir|mir\s+ist\s+es)\s+(?:leider\s+)?nicht\s+(?:möglich|erlaubt|gestattet)\b",
+        # "Leider ist das nicht möglich.", "Das ist leider nicht möglich."
+        r"\b(?:leider\s+ist\s+(?:das|dies)|(?:das|dies)\s+ist\s+leider)\s+nicht\s+möglich\s*(?:[.!;]|$)",
         r"\b(?:das|es)\s+(?:ist|wäre)\s+(?:nicht\s+(?:angemessen|ethisch|legal|zulässig|erlaubt|in ordnung)"
         r"|unangemessen|unethisch|illegal)\b",
         r"\b(?:ich\s+(?:muss|möchte)|wir\s+müssen)\s+(?:\S+\s+){0,2}?(?:ablehnen|verweigern)\b",
@@ -276,6 +282,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\b(?:infelizmente|lamento,? mas|desculpe,? mas|sinto muito,? mas)\s+não\s+(?:\S+\s+){0,2}?"
         rf"(?:{_PT_VERBS})\w*",
         r"\bnão\s+é\s+(?:apropriado|ético|adequado|legal|seguro|correto|aceitável)\b",
+        # "Infelizmente, isso não é possível."
+        r"\b(?:infelizmente|lamentavelmente|receio\s+que),?\s+(?:isso\s+|isto\s+)?não\s+é\s+possível\s*(?:[.!;]|$)",
         r"\b(?:devo|tenho que|preciso)\s+(?:recusar|declinar)\b|\bme\s+recuso\s+a\b",
         r"\bvai\s+contra\s+(?:as|minhas|nossas)\s+(?:políticas|regras|diretrizes|princípios)\b",
         # a crisis redirect
@@ -291,6 +299,8 @@ REFUSAL_CUES: dict[str, tuple[str, ...]] = {
         r"\b(?:purtroppo|mi dispiace,? ma|spiacente,? ma|mi spiace,? ma)\s+non\s+(?:\S+\s+){0,2}?"
         rf"(?:{_IT_VERBS})\w*",
         r"\bnon\s+è\s+(?:appropriato|etico|adeguato|legale|sicuro|corretto|accettabile)\b",
+        # "Purtroppo non è possibile."
+        r"\b(?:purtroppo|temo\s+che),?\s+(?:questo\s+|ciò\s+)?non\s+è\s+possibile\s*(?:[.!;]|$)",
         r"\b(?:devo|sono costrett[oa] a)\s+(?:rifiutare|declinare)\b|\bmi\s+rifiuto\s+di\b"
         r"|\btemo\s+di\s+non\s+poter(?:lo|la|li|le|e)?\b",
         r"\bva\s+contro\s+(?:le|mie|nostre)\s+(?:politiche|regole|linee guida|principi)\b",
@@ -440,7 +450,7 @@ ELSEWHERE_MARKERS: frozenset[str] = frozenset(
     estos información datos prefiero debo siento lamentablemente disculpe solicitud
     votre peux pouvez commande numéro ces informations données pouvons malheureusement désolé crains demande
     quel quelle
-    ihr kann leider nummer diese dieser diesen informationen daten muss können anfrage wie lautet gerne
+    ihr kann darf dürfen leider nummer diese dieser diesen informationen daten muss können anfrage wie lautet gerne
     seu sua posso pode essa esse essas esses informações dados infelizmente desculpe tenho qual
     suo sua può ordine queste questi informazioni dati devo possiamo purtroppo dispiace temo richiesta
     """.split()

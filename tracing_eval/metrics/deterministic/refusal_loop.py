@@ -208,7 +208,7 @@ class RefusalLoop(MetricBase):
     """Thread-scope runs of refusals that leave the user without a reason or a way on."""
 
     name = "refusal_loop"
-    version = "9"
+    version = "10"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
