@@ -181,3 +181,71 @@ def test_accepting_an_offered_transfer_is_a_hand_off_not_abandonment() -> None:
     )
     ev = stats(thread)
     assert (ev["handed_off"], ev["abandoned"]) == (True, False)
+
+
+def _unanswered(last_user: str, reply_before: str = "Your seat is changed to 12A. Anything else?") -> dict:
+    return stats(
+        thread_from_messages(
+            "t",
+            [
+                {"role": "user", "content": "Please move me to seat 12A."},
+                {"role": "assistant", "content": reply_before},
+                {"role": "user", "content": last_user},
+            ],
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        "No, that is all.",
+        "Nope, that should do it!",
+        "No, I don't need anything else",
+        "I'm all set.",
+        "I think that is all I need to know about the restaurant.",
+        "have yourself a great day",
+        "You, too.",
+        "I appreciate that.",
+        "See you later.",
+        "cool",
+        "\U0001f44d",
+        "gracias",
+        "Merci beaucoup !",
+    ],
+)
+def test_closings_in_other_words_end_a_thread_without_abandoning_it(last: str) -> None:
+    ev = _ending(last)
+    assert (ev["abandoned"], _unanswered(last)["abandoned"]) == (False, False)
+
+
+@pytest.mark.parametrize(
+    ("last", "reply_before", "abandoned"),
+    [
+        ("No", "Your seat is changed to 12A. Anything else?", False),  # nothing more to ask
+        ("No", "Did the new seat show up in the app?", True),  # the question is left open
+        ("Thanks! One more question: is there wifi on board?", "Done. Anything else?", True),
+        ("Ok, can we try 2 nights instead please?", "I'm sorry, I was unable to book the hotel.", True),
+    ],
+)
+def test_a_last_message_left_unanswered_is_abandonment_unless_it_closes(
+    last: str, reply_before: str, abandoned: bool
+) -> None:
+    assert _unanswered(last, reply_before)["abandoned"] is abandoned
+
+
+@pytest.mark.parametrize(
+    ("last", "reply_before", "abandoned"),
+    [
+        ("No, forget about it. Thanks.", "I'm sorry, I was unable to book that ticket. Anything else?", True),
+        ("Never mind.", "Sorry, I couldn't find any flights on that date.", True),
+        ("Whatever.", "Unfortunately there are no tables left at 7 pm.", True),
+        ("No, forget it.", "Should I add the visit to your calendar?", False),  # declines an offer
+        ("Never mind, what about Friday?", "Sorry, I couldn't find any flights on that date.", False),
+        ("Whatever is cheapest.", "Sorry, nothing at 7 pm. Which airline?", False),
+    ],
+)
+def test_giving_up_after_a_failed_reply_is_abandonment_even_when_answered(
+    last: str, reply_before: str, abandoned: bool
+) -> None:
+    assert _ending(last, reply_before)["abandoned"] is abandoned

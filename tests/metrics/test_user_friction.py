@@ -457,3 +457,124 @@ def test_the_cue_word_shortcut_never_hides_a_cue(text: str) -> None:
     assert not plain.isdisjoint(CUE_WORDS)
     reply = "Sorry, I couldn't find it. Please confirm: order 4410?"
     assert flags_for(text, reply, [], frozenset(), plain) == flags_for(text, reply, [], frozenset(), None) != []
+
+
+@pytest.mark.parametrize(
+    ("text", "flag"),
+    [
+        # terse complaints of coding and support assistants' users (version 9)
+        ("didn't work", "correction"),
+        ("I tried it, it didn't work.", "correction"),
+        ("didn't fix it", "correction"),
+        ("still doesn't work", "correction"),
+        ("still not working", "correction"),
+        ("it still fails", "correction"),
+        ("I still get the same error", "correction"),
+        ("still getting errors", "correction"),
+        ("the error is still there", "correction"),
+        ("still the same", "correction"),
+        ("nothing changed", "correction"),
+        ("you broke it", "correction"),
+        ("You made it worse.", "correction"),
+        ("it's even worse now", "correction"),
+        ("you changed the wrong file", "correction"),
+        ("you didn't do what I asked", "correction"),
+        ("That's false.", "correction"),
+        ("You're just making stuff up.", "correction"),
+        ("that's not my order", "correction"),
+        ("not the right answer", "correction"),
+        ("totally wrong", "correction"),
+        ("didn't help", "frustration"),
+        ("not helpful at all", "frustration"),
+        ("This is pointless.", "frustration"),
+        ("you aren't helping", "frustration"),
+        ("you're not getting it", "frustration"),
+        ("you still don't get it", "frustration"),
+        ("You're confused.", "frustration"),
+        ("are you ignoring me", "frustration"),
+        ("you ignored my instructions", "frustration"),
+        ("you're wasting my time", "frustration"),
+        ("why won't you answer", "frustration"),
+        ("read my question again", "frustration"),
+        ("answer my question", "frustration"),
+        ("ugh", "frustration"),
+        ("come on!", "frustration"),
+        ("again??", "frustration"),
+        ("for god's sake", "frustration"),
+        ("I've already given you my email", "reminder"),
+        ("I gave you my order number already", "reminder"),
+        ("third time asking", "reminder"),
+        ("i want a human", "escalation"),
+        ("customer service please", "escalation"),
+        ("is there a real person", "escalation"),
+    ],
+)
+def test_terse_and_coding_assistant_complaints(text: str, flag: str) -> None:
+    assert flags_of(text) == [flag]
+    plain = frozenset(words(text))
+    assert not plain.isdisjoint(CUE_WORDS)  # the cue-word shortcut does not hide it
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "You're not wrong.",
+        "it's not wrong",
+        "wrong number? no, it's right",
+        "It's a false alarm, ignore it.",
+        "It didn't run on Sunday, so we took a taxi.",
+        "It doesn't work without a charger, does it?",
+        "No, it doesn't work.",  # answers a question about the user's device
+        "I didn't know that, thanks.",
+        "it works now, thanks",
+        "Is the pool still not working?",
+        "The app is still crashing after the update.",
+        "Do I get the same result with pandas?",
+        "stupid me, I forgot my password",
+        "I'm so dumb, I forgot the attachment.",
+        "Sorry for the dumb question.",
+        "I talked to an agent yesterday and they said I'd get a refund.",
+        "I was transferred to a manager last week.",
+        "Well, you're chatting with a human now!",
+        "I have already sent in my ballot.",
+        "As I said on the phone yesterday, the order is late.",
+        "Like I said in my email, the parcel never came.",
+        "Come on Tuesday if you can.",
+        "Again, thanks so much!",
+        "I still need a hotel.",
+        "That's helpful, you've been so helpful.",
+        "Nothing else, thanks.",
+    ],
+)
+def test_look_alikes_of_the_terse_complaints_are_no_friction(text: str) -> None:
+    assert flags_of(text, "Does your phone turn on at all?") == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "text", "flags"),
+    [
+        ("Your table is booked for Thursday at 7 pm.", "No, Tuesday.", ["correction"]),
+        ("I opened config.py for you.", "No, the other file.", ["correction"]),
+        ("I opened config.py for you.", "Not that one.", ["correction"]),
+        ("Would you like the Thursday slot?", "No, Tuesday.", []),  # answers an offer
+        ("Have you ever played for a college team?", "No, too good for the other players.", []),
+    ],
+)
+def test_no_and_a_day_or_the_other_one_corrects_a_stated_detail(reply: str, text: str, flags: list[str]) -> None:
+    assert flags_of(text, reply) == flags
+
+
+@pytest.mark.parametrize(
+    ("text", "shouts"),
+    [
+        ("SELECT * FROM USERS WHERE STATUS = 'ACTIVE'", False),
+        ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", False),
+        ("GET /API/USERS RETURNS NOTHING", False),
+        ("run `DROP TABLE CUSTOMERS` please", False),
+        ("UPDATE ME ON MY REFUND NOW", True),
+        ("/ARE YOU GOOD AT MATH//", True),
+        ("WHERE IS MY REFUND", True),
+    ],
+)
+def test_code_and_identifiers_in_capitals_are_not_shouting(text: str, shouts: bool) -> None:
+    assert shouting(text) is shouts

@@ -20,13 +20,31 @@ DISPUTE = Folded(
     r"|the\s+(?:\w+\s+){1,2}?i\s+(?:wanted|asked|requested|said|meant|chose|booked|ordered|needed))\b"
     r"|\bi\s+don'?t\s+think\s+you\s+(?:understood|understand|got\s+it|get\s+it|heard\s+me)\b"
     r"|\bnot what i (?:asked|said|wanted|meant|requested|need(?:ed)?|ordered|booked|chose)\b"
-    r"|\b(?:that'?s|it'?s|this is|that is|it is|you(?:'re| are)|you(?:'ve)? got (?:it|that|this))\s+(?:\w+\s+)?"
-    r"(?:wrong|incorrect|mistaken)\b"
-    r"|^\W*(?:(?:no|nope|nah|still)\W+)?(?:wrong|incorrect)\b"
+    r"|\b(?:that'?s|it'?s|this is|that is|it is|you(?:'re| are)|you(?:'ve)? got (?:it|that|this))\s+"
+    r"(?:(?!not\b|never\b)\w+\s+)?(?:wrong|incorrect|mistaken)\b"
+    r"|\b(?:that'?s|that is|this is|it'?s|it is)\s+(?:(?:just|simply|completely|totally)\s+)?(?:false|untrue)\s*(?:[.!,]|$)"
+    # "wrong", "totally wrong", "no, wrong file"; not a question ("wrong number? no, it's right")
+    r"|^\W*(?:(?:no|nope|nah|still|all|totally|completely|again|ugh|hmm)\W+){0,2}(?:wrong|incorrect)\b"
+    r"(?![\w\s]*\?(?!\?))"
+    r"|\byou\s+(?:didn'?t|did not|never)\s+(?:even\s+)?do\s+what\s+i\s+(?:asked|said|wanted|told\s+you|requested)\b"
     r"|\byou (?:misunderstood|misheard|misread|mixed (?:it|that|them|things) up|got (?:it|that|this) wrong)\b"
     r"|\byou(?:'ve)?\s+got\s+(?:the|my|our|his|her|their)\s+(?:\w+\s+){0,2}?wrong\b"
     r"|\byou(?:'ve|\s+have)?\s+(?:booked|reserved|picked|chose|chosen|selected|entered|put\s+(?:down|in)|ordered"
-    r"|added|sent|gave\s+me|given\s+me|charged)\s+(?:me\s+)?(?:for\s+)?(?:the|a)\s+wrong\b"
+    r"|added|sent|gave\s+me|given\s+me|charged|changed|edited|modified|updated|deleted|removed|opened|used|called"
+    r"|imported|fixed|cancel+ed)\s+(?:me\s+)?(?:for\s+)?(?:the|a)\s+wrong\b"
+    # what the reply did made things worse: "you broke it", "you made it worse", "now it's even worse"
+    r"|\byou(?:'ve|\s+have)?\s+(?:just\s+|now\s+)?(?:broke|broken)\s+(?:it|this|that|everything|something|my|the)\b"
+    r"|\byou(?:'ve|\s+have)?\s+(?:just\s+|now\s+)?made\s+(?:it|this|that|things|everything)\s+(?:even\s+|much\s+)?worse\b"
+    r"|\bnow\s+(?:it|this|that)(?:'s|\s+is)\s+(?:even\s+|much\s+)?worse\b|\b(?:it|this|that)(?:'s|\s+is)\s+(?:\w+\s+)?worse\s+now\b"
+    r"|\byou(?:'re|\s+are|'ve|\s+have)?\s+(?:just\s+)?(?:made|making)\s+(?:that|this|it|things|stuff)\s+up\b"
+    r"|\b(?:that'?s|that is|this is)\s+(?:all\s+|just\s+)?made\s+up\b"
+    r"|\b(?:that|this|it)(?:'s|\s+is|\s+was)\s+not\s+my\s+(?:order|address|name|number|e-?mail|account|flight|booking"
+    r"|reservation|seat|ticket|package|parcel|file|code|question|request)\b"
+    r"|^\W*(?:(?:no|nope|nah|still)\W+)?not\s+(?:the\s+)?(?:right|correct)(?:\s+answer)?\s*(?:[.!,]|$)"
+    r"|^\W*(?:(?:but|still|hmm|nope|no)\W+)?nothing\s+(?:has\s+)?(?:changed|happened)\s*[.!]*\s*$"
+    r"|^\W*(?:(?:it|that|this|still|nope|no)\W+)?(?:still\s+)?(?:doesn'?t|does not|won'?t)\s+(?:even\s+)?compile\b"
+    r"|^\W*(?:(?:no|nope|nah|hmm|but)\W+)?(?:it'?s\s+|it\s+is\s+)?still\s+the\s+same"
+    r"(?:\s+(?:thing|result|output|answer|error|problem|issue))?\s*(?:[.!,;]|$)"
     r"|\byou(?:'re|\s+are)\s+(?:still\s+)?getting\s+(?:it|that|this|(?:the|my)\s+\w+)\s+wrong\b"
     r"|\bstill\s+(?:not|isn'?t)\s+(?:right|correct|what i)\b"
     r"|^\W*(?:\w+\W+)?(?:that|this|it)\s+(?:makes\s+no|doesn'?t\s+make(?:\s+any)?|does\s+not\s+make(?:\s+any)?)"
@@ -43,24 +61,45 @@ DISPUTE = Folded(
     r"|^\W*(?:\w+\W+)?(?:that|this)(?:\s+(?:code|fix|command|solution|script|query|one))?\s+(?:still\s+)?"
     r"(?:didn'?t|did not|doesn'?t|does not)\s+(?:even\s+|really\s+)?(?:work|compile|run|fix|solve)\b"
     r"|\byou\s+(?:didn'?t|did not|haven'?t|have not)\s+(?:\w+\s+)?(?:fix|fixed|solve|solved)\b"
-    r"|^\W*(?:\w+\W+)?(?:(?:it|this|that)(?:'s|\s+is)\s+)?still\s+(?:broken|crashing|failing)\b"
+    # terse: "didn't work", "I tried it, it didn't work", "didn't fix it" (not "it didn't run on Sunday")
+    r"|^\W*(?:(?:no|nope|nah|but|still|sorry|hmm|ugh|well|(?:i\s+)?tried(?:\s+(?:it|that|this))?)\W+){0,2}"
+    r"(?:(?:it|that|this)\s+)?(?:still\s+)?(?:didn'?t|did not)\s+(?:even\s+|really\s+)?(?:work|compile|run|fix|solve)\w*"
+    r"(?:\s+(?:it|anything|either|at\s+all|for\s+me|again|anymore|the\s+(?:issue|problem|bug|error)))?\s*(?:[.!,;:]|$)"
+    # "still doesn't work", "it still won't compile", "still not working" (not "is the pool still not working?")
+    r"|^\W*(?:(?:no|nope|nah|but|sorry|hmm|ugh|well)\W+)?still\s+(?:doesn'?t|does not|won'?t|will not|isn'?t|is not"
+    r"|not|can'?t)\s+(?:even\s+)?(?:work|compile|run|load|build|start|open|connect)\w*\b"
+    r"|\b(?:it|that|this)\s+still\s+(?:doesn'?t|does not|won'?t|will not|can'?t)\s+(?:even\s+)?"
+    r"(?:work|compile|run|load|build|start|open|connect)\w*\b"
+    r"|^\W*(?:\w+\W+)?(?:(?:it|this|that)(?:'s|\s+is)\s+)?still\s+(?:broken|crash|fail|throw|break|error)\w*\b"
+    r"|\b(?:i\s+)?(?:still\s+)?(?:get|got|getting|see|seeing)\s+the\s+same\s+(?:error|exception|traceback)\b"
+    r"|\bstill\s+(?:getting|seeing)\s+(?:an?\s+|the\s+|this\s+|that\s+)?(?:error|exception)s?\b"
+    r"|\bthe\s+(?:same\s+)?(?:error|exception|bug)\s+is\s+still\s+(?:there|here|happening|showing)\b"
     # the gate's pieces are the whole "same error" (a bare "same" is in too many messages)
     r"|\bstill\s+(?:getting|seeing|having|the)\s+(?:the\s+)?"
     r"(?:same error|same problem|same issue|same bug|same result|same output)\b"
     r"|^\W*(?:\w+\W+)?(?:same error|same problem|same issue|same bug)\b",
 )
+#: what the user said elsewhere, not in this conversation: "as I said on the phone", "like I said in my email"
+_ELSEWHERE = r"(?!\s+(?:in|on|over)\s+(?:my|the|an?|our)\s+(?:e-?mail|mail|phone|call|form|letter|ticket|voicemail)\b)"
 #: the user restates something the assistant should already know
 REMINDER = Folded(
     r"\bi (?:already|just) (?:told|said|gave|sent|provided|explained|answered|mentioned|asked|did)\b"
     r"|\byou (?:already|just) (?:asked|said|told)\b|^\W*(?:once\s+)?again,\s+(?!thank|bye|good\s*bye)"
     r"|\b(?:as|like) i (?:already |just )?(?:said|told you|mentioned|asked|explained|wrote)\b"
-    r"|\bi (?:said|asked for|told you)\b"
-    r"|\bi(?:'ve| have| had)?\s+(?:to\s+)?(?:tell|say|repeat|explain|give|type|send|ask)\w*(?:\s+\w+){0,4}\s+again\b"
+    + _ELSEWHERE
+    + r"|\bi (?:said|asked for|told you)\b"
+    + _ELSEWHERE
+    + r"|\bi(?:'ve| have| had)?\s+(?:to\s+)?(?:tell|say|repeat|explain|give|type|send|ask)\w*(?:\s+\w+){0,4}\s+again\b"
     r"|\bagain and again\b|\bfor the (?:second|third|fourth|fifth|last|\d+(?:st|nd|rd|th)) time\b"
     r"|\b(?:this|that|it)(?:'s|\s+is)\s+the\s+(?:second|third|fourth|fifth|\d+(?:nd|rd|th))\s+time\s+"
     r"(?:(?:that\s+)?i(?:'ve|'m|\s+am|\s+have)?\s+)?(?:ask|asked|asking|told|telling|said|saying|typed|typing"
     r"|explained|explaining|repeated|repeating)\b"
     r"|\bi(?:'ve|\s+have)\s+(?:told\s+you|said|given|explained|asked|sent)\b[^.?!]{0,40}?\balready\b"
+    r"|\bi(?:'ve|\s+have)?\s+(?:gave\s+you|given\s+you|sent\s+you|asked\s+you|asked\s+(?:this|that))\b[^.?!]{0,40}?"
+    r"\balready\b|\bi(?:'ve|\s+have)\s+already\s+(?:told\s+you|said\s+(?:that|this|it|so)|given\s+you|explained|answered"
+    r"|mentioned|asked\s+(?:you|this|that))\b"
+    r"|\b(?:second|third|fourth|fifth|\d+(?:nd|rd|th))\s+time\s+(?:i'?m\s+|i\s+am\s+|i'?ve\s+|i\s+have\s+)?"
+    r"(?:asking|telling|saying|typing|explaining)\b"
     r"|\bi(?:'ve|\s+have)?\s+(?:already\s+)?(?:told|said|asked|explained)(?:\s+(?:you|it|this|that)){0,2}\s+"
     r"(?:two|three|four|five|several|many|multiple|\d+)\s+times\b"
     r"|\bhow many (?:more )?times (?:do i (?:have|need) to|must i|will i have to|have i)\s+(?:\w+\s+)?"
@@ -87,15 +126,32 @@ FAILURE_REPLY = Folded(
 )
 #: annoyance aimed at the assistant or the conversation (not at the world: "my flight was delayed")
 ANNOYANCE = Folded(
-    r"\b(?:useless|pathetic|incompetent|hopeless|stupid|dumb)\b"
+    # not at oneself: "stupid me", "I'm so dumb, I forgot", "sorry for the dumb question"
+    r"(?<!i'm )(?<!i am )(?<!i'm so )(?<!i am so )(?<!i feel )(?<!i feel so )"
+    r"\b(?:useless|pathetic|incompetent|hopeless|stupid|dumb)\b(?!\s+(?:me|of me|questions?|mistake|typo)\b)"
     r"|\b(?:this|that|it)(?:'s|\s+is|\s+was)\s+(?:\w+\s+){0,2}"
     r"(?:frustrating|annoying|ridiculous|absurd|unacceptable|unhelpful|not helpful|not helping|a joke)\b"
-    r"|\bwaste of (?:my )?time\b|\bare you (?:kidding|joking|serious)\b"
+    r"|\bwaste of (?:my )?time\b|\bwasting (?:my|our) time\b|\bare you (?:kidding|joking|serious)\b"
     r"|\bare you (?:even )?(?:listening|reading)\b(?!\s+to\b(?!\s+me\b))"
-    r"|\byou(?:'re| are)\s+(?:\w+\s+)?not (?:being\s+)?(?:very\s+)?(?:listening|helping|helpful|understanding"
-    r"|making sense)\b"
-    r"|\byou (?:don'?t|do not|didn'?t|did not|never|can'?t|cannot) (?:\w+ )?(?:understand|get it|listen|read|help)\b"
-    r"|\bwhy (?:can'?t|don'?t|won'?t) you (?:\w+ )?(?:understand|listen|help|just)\b"
+    r"|\byou(?:(?:'re| are)\s+(?:\w+\s+)?not|\s+aren'?t)\s+(?:being\s+)?(?:very\s+)?(?:listening|helping|helpful"
+    r"|understanding|making sense|getting it)\b"
+    r"|\byou (?:still\s+)?(?:don'?t|do not|didn'?t|did not|never|can'?t|cannot) (?:\w+ )?"
+    r"(?:understand|get it|listen|read|help)\b"
+    r"|\bwhy (?:can'?t|don'?t|won'?t) you (?:\w+ )?(?:understand|listen|help|just|answer)\b"
+    r"|\byou(?:'ve|\s+have|'re|\s+are)?\s+(?:just\s+|completely\s+|totally\s+|still\s+)?(?:ignored|ignoring)\s+"
+    r"(?:me|my|what\s+i|the\s+(?:instructions?|requirements?))\b"
+    # terse: "didn't help", "not helpful at all", "this is pointless", "read my question again"
+    r"|^\W*(?:(?:no|nope|nah|sorry|still|but|ugh|hmm|well)\W+)?(?:didn'?t|did not|doesn'?t|does not)\s+(?:really\s+)?"
+    r"help(?:\s+(?:me|us|at all|much|either))*\s*(?:[.!]|$)"
+    r"|^\W*(?:(?:that|this|it)(?:'s|\s+is|\s+was)\s+)?(?:(?:very|so|really|totally|completely|just)\s+)?"
+    r"(?:not\s+(?:very\s+|really\s+|that\s+)?(?:helpful|useful)|unhelpful|pointless)(?:\s+at\s+all)?\s*(?:[.!,;]|$)"
+    r"|\b(?:re-?)?read my (?:\w+\s+)?(?:question|message|request|prompt|post|msg|instructions?)s?\s+"
+    r"(?:again|(?:more\s+)?carefully|properly)\b"
+    # interjections: the whole message ("ugh", "come on!", "again??", "not again"), or opening a complaint
+    r"|^\W*(?:oh\s+)?(?:come\s+on|ugh|argh|smh|omfg|jeez|geez|sigh)\W*$"
+    r"|^\W*(?:ugh|argh|smh)\W+(?:no|nope|not again|again|wrong|seriously|still|this again)\b"
+    r"|^\W*(?:(?:seriously|ugh|oh|what|really)\W+)?(?:not\s+)?again\s*(?:\?\s*[?!]|!)[?!\s]*$|^\W*not\s+again\b"
+    r"|\bfor (?:god'?s|christ'?s|heaven'?s|pete'?s|fuck'?s) sake\b"
     r"|\byou(?:'ve| have)?\s+(?:just\s+|completely\s+)?failed\s+(?:me|again|to)\b|\b(?:again|nope),?\s+you\s+fail\b"
     r"|\bi (?:don'?t|do not) understand what you mean\b"
     r"|\b(?:that|this|it)\s+(?:(?:doesn'?t|does not|didn'?t|did not)\s+(?:help(?:\s+(?:me|us|at all|much))*\s*(?:[.!?]|$)"
@@ -113,7 +169,9 @@ ANNOYANCE = Folded(
     r"|\b(?:actually|just)\s+answer\s+(?:my|the)\s+question\b|\byou(?:'re|\s+are)\s+not\s+answering\b"
     r"|\byou\s+(?:didn'?t|did not|haven'?t|have not)\s+answer(?:ed)?\s+(?:my|the)\s+question\b"
     r"|\bwhy (?:is|does) (?:this|it|that) (?:have to be |need to be )?so (?:hard|difficult|complicated)\s*(?:[.!?]|$)"
-    r"|\bdid you (?:even|actually) read (?:my|what)\b|\byou\s+(?:clearly|obviously)\s+(?:can'?t|cannot)\s+help\b"
+    r"|\bdid you (?:even|actually) read (?:my|what)\b|\bdid you read what i (?:wrote|said|typed|asked)\b(?!\s+(?:in|on)\b)"
+    r"|\byou(?:'re|\s+are)\s+(?:\w+\s+)?(?:confused|confusing\s+me)\b"
+    r"|^\W*(?:(?:just|please|pls|now)\W+)?answer\s+(?:my|the)\s+question\s*(?:[.!,]|$)|\byou\s+(?:clearly|obviously)\s+(?:can'?t|cannot)\s+help\b"
     r"|\b(?:this|it)(?:'s|\s+is)\s+taking\s+(?:forever|so long|way too long|too long)\s*(?:[.!?,]|$)"
     r"|\b(?:forget it|never\s*mind)\W+(?:\w+\W+){0,4}?myself\b"
     r"|^\W*(?:hello|hey|hi)\W*\?+\W*(?:are you there|are you still there|(?:is )?anyone there|(?:is )?anybody there)\b"
@@ -126,16 +184,20 @@ ANNOYANCE = Folded(
 )
 #: the user asks for a person
 HUMAN = Folded(
-    r"\b(?:speak|talk|chat|connect|transfer|put|escalate)\w*\s+(?:me\s+)?(?:through\s+)?(?:to|with)\s+"
+    # not what happened before: "I talked to an agent yesterday", "I was transferred to a manager"
+    r"\b(?:speak|talk|chat|connect|transfer|put|escalate)(?:s|ing)?\s+(?:me\s+)?(?:through\s+)?(?:to|with)\s+"
     r"(?:a|an|the|some|your)?\s*"
     r"(?:real\s+|live\s+)?(?:human|person|agent|representative|rep|manager|supervisor|operator|someone)\b"
-    r"|\b(?:transfer|connect)\w*\s+(?:me\s+)?(?:to|with)\s+(?:the\s+|your\s+)?"
+    r"|\b(?:transfer|connect)(?:s|ing)?\s+(?:me\s+)?(?:to|with)\s+(?:the\s+|your\s+)?"
     r"(?:customer\s+(?:service|support|care)|support(?:\s+team)?)\b"
     r"|\b(?:get|give|find)\s+me\s+(?:a|an|the|some)\s+(?:real\s+|live\s+)?(?:human|person|agent|representative"
     r"|manager|supervisor|operator)\b"
-    r"|\bis\s+there\s+(?:a|an|any)\s+(?:real\s+|live\s+)?(?:human|person|agent|representative)\s+i\s+(?:can|could)\b"
-    r"|^\s*(?:an?\s+)?(?:human|real person|live agent|agent|representative|supervisor|manager)(?:\s+please)?"
-    r"\s*[!?.]*\s*$",
+    r"|\bis\s+there\s+(?:a|an|any)\s+(?:real\s+|live\s+)?(?:human|person|agent|representative)"
+    r"(?:\s+i\s+(?:can|could)\b|\s*[!?.]*\s*$)"
+    r"|\b(?:i|we)\s+(?:want|need|would\s+like|'d\s+like|demand)\s+(?:a|an)\s+(?:human|(?:real|live|actual)\s+"
+    r"(?:person|agent)|human\s+agent|representative|operator|supervisor|manager)\b"
+    r"|^\s*(?:an?\s+)?(?:human|real person|live agent|agent|representative|supervisor|manager"
+    r"|customer\s+(?:service|support|care))(?:\s+please)?\s*[!?.]*\s*$",
 )
 #: a reply that offers a hand-off: accepting it is not friction
 HANDOFF_OFFER = Folded(
@@ -143,7 +205,7 @@ HANDOFF_OFFER = Folded(
     r"|\bconnect you\b",
 )
 #: a message that opens by saying no to the reply
-NEGATION_OPENING = Folded(r"^\W*(?:no|nope|nah|negative|not (?:quite|exactly|really))\b")
+NEGATION_OPENING = Folded(r"^\W*(?:no|nope|nah|negative|not (?:quite|exactly|really|that one|this one))\b")
 #: closings and thanks: "No, that's all", "Thank you!!!"
 CLOSING = Folded(
     r"\b(?:that'?s|that is|that will be|that would be|that'?ll be|it'?s|this is)\s+(?:\w+\s+)?"
@@ -164,7 +226,10 @@ REPLACEMENT = Folded(
     r"\d|\b(?:i|we)\s+(?:\w+\s+)?(?:want|need|would like|wanted|meant|said|asked|prefer|will be|'ll be)\b"
     r"|\b(?:i|we)'d\b|\bmake (?:it|that)\b|\binstead\b|\bactually\b|\brather\b|\bchange\b|\bshould be\b"
     r"|\b(?:it'?s|it is|that'?s|that is)\s+(?:for|on|at|in|from|to)\b"
-    r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten)\b",
+    r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten)\b"
+    r"|^\W*(?:no|nope|nah)\W+(?:i\s+(?:meant|mean|said|want(?:ed)?)\s+)?the other\b"
+    r"|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(?:today|tomorrow|tonight)\b"
+    r"|\b(?:january|february|march|april|june|july|august|september|october|november|december)\b",
 )
 #: a reply that offers something or asks an open question: "no" to it is an answer, not a correction
 OFFER_OR_QUESTION = Folded(
@@ -231,8 +296,9 @@ def replaces_a_stated_value(text: str, reply: str) -> bool:
 DISPUTE_NEEDS = (
     "not", "n't", "isn", "wasn", "aren", "wrong", "incorrect", "mistaken", "misunderstood", "misheard", "misread",
     "mixed", "mistake", "error", "misunderstanding", "mix", "confusion", "never", "did", "sure", "cant", "believe",
-    "sense", "think you", "why would", "broken", "crashing", "failing", "same error", "same problem",
-    "same issue", "same bug", "same result", "same output",
+    "sense", "think you", "why would", "broken", "crash", "fail", "throw", "break", "same error", "same problem",
+    "same issue", "same bug", "same result", "same output", "false", "untrue", "broke", "worse", "exception",
+    "bug", "made", "making", "nothing", "still the same",
 )  # fmt: skip
 REMINDER_NEEDS = ("already", "just", "said", "told", "mentioned", "asked", "explained", "wrote", "again", "time")
 RETRY_NEEDS = ("again", "check", "try", "keep")
@@ -242,10 +308,11 @@ ANNOYANCE_NEEDS = (
     "making sense", "get it", "why", "wrong", "give up", "fail", "irritated", "angry", "upset", "tired of this",
     "keep", "repeat", "stop", "working", "answer", "taking", "useful", "suggested",
     "recommended", "showed", "offered", "myself", "you there", "still there", "one there", "body there",
-    "lying", "lied", "obsessed", "gave", "sent", "said", "wrote", "wtf", "ffs",
+    "lying", "lied", "obsessed", "gave", "sent", "said", "wrote", "wtf", "ffs", "wasting", "ignor", "getting it", "confus",
+    "pointless", "read my", "come on", "ugh", "argh", "smh", "omfg", "jeez", "geez", "sigh", "again", "sake",
 )  # fmt: skip
 HUMAN_NEEDS = (
-    "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect",
+    "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect", "customer",
 )  # fmt: skip
 
 

@@ -42,6 +42,13 @@ _LETTER = re.compile(r"[^\W\d_]")
 _DIGIT = re.compile(r"\d")
 #: upper-case letters (any script with case): a cheap first test for shouting
 _UPPER = re.compile(r"[^\W\d_a-z\u00df-\u00ff]")
+#: code the user quotes: a span in backticks, or an SQL statement in capitals (keywords are not shouting)
+_CODE = re.compile(
+    r"`[^`]*`|\bSELECT\b[^;\n]*?\bFROM\b[^;\n]*|\b(?:INSERT INTO|DELETE FROM|(?:CREATE|ALTER|DROP) TABLE)\b[^;\n]*"
+    r"|\bUPDATE\s+\w+\s+SET\b[^;\n]*"
+)
+#: a character inside a word that makes it an identifier or a path (`DATABASE_URL`, `/API/USERS`, `os.environ`)
+_IDENTIFIER = re.compile(r"[_/=.()\[\]{}@$\\]")
 #: function words of the languages other than English (a cheap first test for `other_language`)
 _FOREIGN_WORDS = frozenset().union(*(w for k, w in {**LANGUAGE_WORDS, **OTHER_LANGUAGE_WORDS}.items() if k != "en")) - (
     LANGUAGE_WORDS["en"] | STOP_WORDS
@@ -62,6 +69,8 @@ CUE_WORDS = frozenset(
     seriously stop repeating answer answering answered transfer connect taking times hard difficult complicated
     why lying lied obsessed same wtf ffs
     useful suggested recommended showed offered still myself hello hey hi anyone anybody
+    false untrue broke broken worse ignored ignoring wasting pointless come ugh argh smh omfg jeez geez sigh sake
+    customer made making nothing confused confusing
     """.split()
 )
 #: confirmations repeat by nature ("yes, please proceed"); they are not the user repeating a request
@@ -87,10 +96,18 @@ def asks_again(reply: str) -> bool:
 
 
 def shouting(text: str) -> bool:
-    """Mostly capital letters, ignoring ids (words with digits), short acronyms (ID, OK, USA) and thanks."""
+    """Mostly capital letters, ignoring ids (words with digits), short acronyms (ID, OK, USA), identifiers
+    (`AWS_SECRET_KEY`, `/API/USERS`), code in backticks, SQL statements and thanks."""
     if len(_UPPER.findall(text)) < SHOUT_MIN_LETTERS or cues.CLOSING.search(text):
         return False
-    kept = [w for w in text.split() if not _DIGIT.search(w) and not (len(w) <= 3 and w.isupper())]
+    text = _CODE.sub(" ", text)
+    kept = [
+        w
+        for w in text.split()
+        if not _DIGIT.search(w)
+        and not (len(w) <= 3 and w.isupper())
+        and not _IDENTIFIER.search(w.strip(".,;:!?'\"()/"))
+    ]
     letters = _LETTER.findall(" ".join(kept))
     if len(letters) < SHOUT_MIN_LETTERS:
         return False
@@ -154,7 +171,7 @@ class UserFriction(MetricBase):
     """Per user turn friction flags and the thread's friction rate."""
 
     name = "user_friction"
-    version = "8"
+    version = "9"
     tier = "deterministic"
     scopes = ("turn", "thread")
     needs_answer = False
