@@ -69,6 +69,9 @@ def test_successful_calls_are_none() -> None:
         '{"isError": true, "content": [{"type": "text", "text": "order service unreachable"}]}',
         '{"success": false, "message": "order service unreachable"}',
         "HTTP 503 Service Unavailable",
+        "connect ECONNREFUSED 127.0.0.1:5432",
+        "Sorry, the order service is currently unavailable.",
+        '{"ok": false, "error": "not_authed"}',
     ],
 )
 def test_a_failure_in_the_shape_of_an_mcp_or_http_result_is_a_failed_call(content: str) -> None:
@@ -76,6 +79,22 @@ def test_a_failure_in_the_shape_of_an_mcp_or_http_result_is_a_failed_call(conten
         user("where is my order 8841-22?"), calls(LOOKUP), result("c1", content), say("Let me look into that.")
     )
     assert thread.passed is False and thread.evidence["failed_calls"], thread.evidence
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "2024-05-01 12:00:01 ERROR payment timeout order=8841-22\n2024-05-01 12:00:04 INFO payment retried",
+        '[{"id": "T-1", "title": "Login error", "status": "open"}]',
+        '[{"id": "T-2", "title": "Checkout page not found", "status": "closed"}]',
+        '{"order_id": "8841-22", "errors": [], "error_count": 0}',
+    ],
+)
+def test_a_call_that_returns_data_about_errors_did_not_fail(content: str) -> None:
+    turns, thread = evaluate(
+        user("why did my order 8841-22 not go through?"), calls(LOOKUP), result("c1", content), say("Found it.")
+    )
+    assert (thread.label, thread.evidence["failed_calls"]) == ("none", []), thread.evidence
 
 
 def test_error_recovered_in_the_same_turn_is_low() -> None:

@@ -321,7 +321,7 @@ class ToolErrors(MetricBase):
     """Tool-call failures per turn and per thread; not applicable without tool calls."""
 
     name = "tool_errors"
-    version = "9"
+    version = "10"
     tier = "deterministic"
     scopes = ("turn", "thread")
     default_threshold = DEFAULT_THRESHOLD
