@@ -127,8 +127,10 @@ FAILURE_REPLY = Folded(
 #: annoyance aimed at the assistant or the conversation (not at the world: "my flight was delayed")
 ANNOYANCE = Folded(
     # not at oneself: "stupid me", "I'm so dumb, I forgot", "sorry for the dumb question"
+    # (the look-ahead first: the look-behinds then run only where such a word starts)
+    r"(?=\b(?:useless|pathetic|incompetent|hopeless|stupid|dumb)\b)"
     r"(?<!i'm )(?<!i am )(?<!i'm so )(?<!i am so )(?<!i feel )(?<!i feel so )"
-    r"\b(?:useless|pathetic|incompetent|hopeless|stupid|dumb)\b(?!\s+(?:me|of me|questions?|mistake|typo)\b)"
+    r"(?:useless|pathetic|incompetent|hopeless|stupid|dumb)\b(?!\s+(?:me|of me|questions?|mistake|typo)\b)"
     r"|\b(?:this|that|it)(?:'s|\s+is|\s+was)\s+(?:\w+\s+){0,2}"
     r"(?:frustrating|annoying|ridiculous|absurd|unacceptable|unhelpful|not helpful|not helping|a joke)\b"
     r"|\bwaste of (?:my )?time\b|\bwasting (?:my|our) time\b|\bare you (?:kidding|joking|serious)\b"
@@ -150,7 +152,7 @@ ANNOYANCE = Folded(
     # interjections: the whole message ("ugh", "come on!", "again??", "not again"), or opening a complaint
     r"|^\W*(?:oh\s+)?(?:come\s+on|ugh|argh|smh|omfg|jeez|geez|sigh)\W*$"
     r"|^\W*(?:ugh|argh|smh)\W+(?:no|nope|not again|again|wrong|seriously|still|this again)\b"
-    r"|^\W*(?:(?:seriously|ugh|oh|what|really)\W+)?(?:not\s+)?again\s*(?:\?\s*[?!]|!)[?!\s]*$|^\W*not\s+again\b"
+    r"|^\W*(?:(?:seriously|ugh|oh|what|really)\W+)?(?:not\s+)?again ?(?:\? ?[?!]|!)[?!\s]*$|^\W*not again\b"
     r"|\bfor (?:god'?s|christ'?s|heaven'?s|pete'?s|fuck'?s) sake\b"
     r"|\byou(?:'ve| have)?\s+(?:just\s+|completely\s+)?failed\s+(?:me|again|to)\b|\b(?:again|nope),?\s+you\s+fail\b"
     r"|\bi (?:don'?t|do not) understand what you mean\b"
@@ -197,7 +199,7 @@ HUMAN = Folded(
     r"|\b(?:i|we)\s+(?:want|need|would\s+like|'d\s+like|demand)\s+(?:a|an)\s+(?:human|(?:real|live|actual)\s+"
     r"(?:person|agent)|human\s+agent|representative|operator|supervisor|manager)\b"
     r"|^\s*(?:an?\s+)?(?:human|real person|live agent|agent|representative|supervisor|manager"
-    r"|customer\s+(?:service|support|care))(?:\s+please)?\s*[!?.]*\s*$",
+    r"|customer service|customer support|customer care)(?:\s+please)?\s*[!?.]*\s*$",
 )
 #: a reply that offers a hand-off: accepting it is not friction
 HANDOFF_OFFER = Folded(
@@ -309,10 +311,11 @@ ANNOYANCE_NEEDS = (
     "keep", "repeat", "stop", "working", "answer", "taking", "useful", "suggested",
     "recommended", "showed", "offered", "myself", "you there", "still there", "one there", "body there",
     "lying", "lied", "obsessed", "gave", "sent", "said", "wrote", "wtf", "ffs", "wasting", "ignor", "getting it", "confus",
-    "pointless", "read my", "come on", "ugh", "argh", "smh", "omfg", "jeez", "geez", "sigh", "again", "sake",
+    "pointless", "read my", "come on", "ugh", "argh", "smh", "omfg", "jeez", "geez", "sigh", "again?", "again ?", "again!", "again !", "not again", "sake",
 )  # fmt: skip
 HUMAN_NEEDS = (
-    "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect", "customer",
+    "human", "person", "agent", "rep", "manager", "supervisor", "operator", "someone", "transfer", "connect",
+    "customer service", "customer support", "customer care",
 )  # fmt: skip
 
 
