@@ -40,7 +40,7 @@ def run(*replies: str, users: list[str] | None = None):
 
 def test_weights_and_version() -> None:
     assert WEIGHTS == {"none": 1.0, "partial": 0.7, "fully": 0.0}
-    assert RefusalLoop.version == "10"
+    assert RefusalLoop.version == "11"
 
 
 def test_bare_refusal_loop_is_fully() -> None:
@@ -303,6 +303,17 @@ REFUSALS = [
     "Es tut mir leid, dass es dir so schlecht geht. Die Telefonseelsorge ist rund um die Uhr erreichbar.",
     "Sinto muito que você esteja passando por isso. Procure um profissional de saúde mental.",
     "Mi dispiace che tu stia attraversando questo momento. Ci sono persone che tengono a te.",
+    # version 11: "..., but I can't." at the end of a clause, a shop's "sell", French "conseiller"
+    "I wish I could help, but I can't.",
+    "I'd love to, but I'm unable to.",
+    "I can't sell alcohol to customers under 21.",
+    "Je ne peux pas vous conseiller là-dessus.",
+    # too short to tell the language by: read with every covered language's cues
+    "Non posso farlo.",
+    "No me es posible ayudarle.",
+    # a support agent's account of a look-up is not counted among the opening sentences
+    "I checked again. The order is in our system. It was delivered on May 5. I'm sorry, but I can't process a refund.",
+    "I see your point. I've reviewed the notes. Nothing has changed. I can't process a refund.",
 ]
 
 
@@ -388,6 +399,15 @@ NON_REFUSALS = [
     # refusing words far into a long answer are not a refusal of the request
     "Here is how to kill a Python process. Run `ps aux`. Then run `kill -9 PID`. "
     "Note that I can't provide support for Windows here.",
+    # quoted in single quotes: the error message is not the assistant refusing
+    "The error says 'I cannot process your request', which means the API key is wrong. Check your .env file.",
+    "The bot replied ‘I can’t help with that’, so the intent wasn't matched. Add training phrases.",
+    # a look-up with its result in the same sentence is content: the fourth sentence is not read
+    "I've checked your booking and it is confirmed. Seat 14C. Gate B4. Note that I can't change meals.",
+    # "but I can't" that goes on to what it cannot do is no refusal of the request
+    "I'd show you, but I can't see your screen from here; tell me what it says.",
+    # a short English reply is still English
+    "Non-refundable fares, sorry.",
 ]
 
 
@@ -441,6 +461,173 @@ def test_refusal_kinds() -> None:
     assert refusal_kind("Unfortunately, I can't modify a pending order more than once.") == "explained"
     assert refusal_kind("There are people who care about you. Please call a crisis line.") == "redirected"
     assert refusal_kind("Hay personas que se preocupan por ti y quieren ayudarte.") == "redirected"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        # a way on in other words: another thing the assistant can do, a place to go, a number to call
+        ("I can't change the name. I could cancel and rebook it for you.", "redirected"),
+        ("I can't write malware. I can explain how to defend a network against it, though.", "redirected"),
+        ("I won't write that. I can, however, show you how antivirus tools detect keyloggers.", "redirected"),
+        ("I'm not able to do that. Want me to cancel and rebook it?", "redirected"),
+        ("I'm not able to access your account directly — you can reset it at example.com/reset.", "redirected"),
+        ("I'm not able to give that information. You can call 988 any time, day or night.", "redirected"),
+        ("I can't access your filesystem. Here is how to list the files: run `ls -la`.", "redirected"),
+        ("Je ne peux pas modifier ce billet, mais un conseiller peut le faire en agence.", "redirected"),
+        # look-alikes: a generic offer, a wish, a doubt or a negated offer is no way on
+        ("I can't help with that. Is there anything else I can help you with?", "bare"),
+        ("I can't assist with that. Let me know if there's something else I can help with!", "bare"),
+        ("I can't do that. I can help with other questions though.", "bare"),
+        ("I can't do that. I'm happy to help with anything else.", "bare"),
+        ("I wish I could help, but I can't.", "bare"),
+        ("I can't do that. I'm not sure I can help with this at all.", "bare"),
+        ("I can't help with that, as you can see.", "bare"),
+        ("Lamentablemente no puedo ayudarle con eso.", "bare"),
+        ("Mi dispiace, non posso offrirti questo.", "bare"),
+        ("Desculpe, não posso oferecer isso.", "bare"),
+        ("Je ne peux pas vous conseiller là-dessus.", "bare"),
+        ("I can't help with that. You can ask me something else.", "bare"),
+    ],
+)
+def test_a_way_on_in_other_words(text: str, kind: str) -> None:
+    assert refusal_kind(text) == kind
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        # a time or age limit, the law, a scope, a fare that is not refundable: a reason, also in the next sentence
+        ("I can't refund this order. The 30-day window has passed.", "explained"),
+        ("I can't issue a refund for this order. It's past the deadline.", "explained"),
+        ("I cannot refund this order; it's outside our return window.", "explained"),
+        ("I can't refund this order. It was purchased 45 days ago.", "explained"),
+        ("I'm sorry, I can't complete this purchase; you must be 21 or older.", "explained"),
+        ("I can't sell alcohol to customers under 21.", "explained"),
+        ("I can't give out personal information about other people. That's protected by law.", "explained"),
+        ("I can't share their address. That would violate their privacy.", "explained"),
+        ("I can't help you buy that, it's illegal.", "explained"),
+        ("I can only help with airline reservations.", "explained"),
+        ("Sorry, that's outside my scope.", "explained"),
+        ("Je ne peux pas rembourser ce billet. Le délai de 30 jours est dépassé.", "explained"),
+        ("Non posso rimborsarlo. Il biglietto non è rimborsabile.", "explained"),
+        ("Ich kann das nicht erstatten. Die Frist ist abgelaufen.", "explained"),
+        # look-alikes: a number, a word of the law or a violation that is no reason for the refusal
+        ("I can't help with that. Over 800,000 people use the app.", "bare"),
+        ("I can't help with that. It took 100 days to build.", "bare"),
+        ("I can't help with that; seek legal advice elsewhere if you must.", "bare"),
+        ("I can't do that. The shelter keeps children safe and protected.", "bare"),
+    ],
+)
+def test_a_reason_in_other_words(text: str, kind: str) -> None:
+    assert refusal_kind(text) == kind
+
+
+@pytest.mark.parametrize(
+    ("replies", "label"),
+    [
+        # stonewalling with a generic offer, a wish, short refusals in other languages
+        (["I can't help with that. Is there anything else I can help you with?"] * 3, "fully"),
+        (
+            [
+                "I can't assist with that. Let me know if there's something else I can help with!",
+                "I'm unable to assist with that. Let me know if there's something else I can help with!",
+                "Sorry, I can't assist. Let me know if there's anything else I can help with.",
+            ],
+            "fully",
+        ),
+        (["I wish I could help, but I can't.", "I'd love to, but I'm unable to.", "Sorry, I can't do that."], "fully"),
+        (["Mi dispiace, non posso aiutarti con questo.", "Non posso farlo.", "Purtroppo non posso aiutarti."], "fully"),
+        (
+            [
+                "Lo siento, pero no puedo hacer eso.",
+                "Lamentablemente no puedo ayudarle con eso.",
+                "No me es posible ayudarle.",
+            ],
+            "fully",
+        ),
+        (
+            [
+                "Thanks for reaching out. I've looked at your account. Your last order was on May 3. "
+                "Unfortunately, I can't process a refund for it.",
+                "I checked again. The order is in our system. It was delivered on May 5. I'm sorry, but I can't process a refund.",
+                "I see your point. I've reviewed the notes. Nothing has changed. I can't process a refund.",
+            ],
+            "fully",
+        ),
+        # a reason or a way on each time, in varied words: a correct denial repeated passes
+        (
+            [
+                "I can't refund this order. It was purchased 45 days ago and our window is 30 days.",
+                "I'm sorry, I can't refund it. The 30-day window has passed.",
+                "I can't issue a refund for this order. It's past the deadline.",
+            ],
+            "partial",
+        ),
+        (
+            [
+                "I can't change the name on the ticket. I can cancel it and rebook it under the right name, though.",
+                "I can't change the name. I could cancel and rebook it for you.",
+                "I'm not able to change names on tickets. Want me to cancel and rebook it?",
+            ],
+            "partial",
+        ),
+        (
+            [
+                "I can't write malware. I can explain how to defend a network against ransomware, though.",
+                "I won't write a keylogger. If you'd like, I can show you how to detect one on your machine.",
+                "I'm not going to help create malicious code. Happy to walk you through hardening your system.",
+            ],
+            "partial",
+        ),
+        (
+            [
+                "I'm not able to access your account directly — you can reset it at example.com/reset.",
+                "I'm not able to access your account directly. You can reset your password at example.com/reset.",
+                "I don't have access to your account. Go to https://example.com/reset to reset your password.",
+            ],
+            "partial",
+        ),
+        (
+            [
+                "I can't sell alcohol to customers under 21.",
+                "I'm sorry, I can't complete this purchase; you must be 21 or older.",
+                "I can't process the order. The minimum age for alcohol is 21.",
+            ],
+            "partial",
+        ),
+        (
+            ["I can only help with airline reservations.", "Sorry, I can only help with airline reservations."] * 2,
+            "partial",
+        ),
+        # a referral is a way on, and "please contact support" alone is no refusal
+        (["Please contact support."] * 3, "none"),
+        (["I can't help with that. Please contact support."] * 3, "partial"),
+    ],
+)
+def test_thread_verdicts_in_production_words(replies: list[str], label: str) -> None:
+    assert run(*replies).label == label
+
+
+def test_a_tool_that_refuses_is_not_the_assistant_refusing() -> None:
+    """Refusals are read in the assistant's replies; a tool result's "I cannot process" is not one."""
+
+    def thread(reply: str) -> Thread:
+        messages: list[dict[str, object]] = []
+        for k in range(3):
+            call = {"id": f"c{k}", "type": "function", "function": {"name": "book", "arguments": "{}"}}
+            messages += [
+                {"role": "user", "content": "Book it please."},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"c{k}", "content": "I cannot process this request."},
+                {"role": "assistant", "content": reply},
+            ]
+        return thread_from_messages("t", messages)
+
+    [result] = RefusalLoop().evaluate(thread("The booking system is slow; I tried again and will keep trying."))
+    assert (result.label, result.evidence["refusal_messages"]) == ("none", [])
+    [result] = RefusalLoop().evaluate(thread("I'm sorry, I can't book that."))
+    assert (result.label, result.evidence["refusal_messages"]) == ("fully", [3, 7, 11])
 
 
 def test_verdict_needs_two_bare_refusals_in_a_long_run() -> None:

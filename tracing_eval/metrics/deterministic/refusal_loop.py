@@ -8,9 +8,11 @@ yet") or only supposed ("If I can't cancel it online, I'll transfer you"), or an
 request has none ("... is a fictional character") is no refusal. Text in another language or script
 is unknown (None), never "no refusal".
 
-A refusal that gives its reason (a policy, a rule, a condition, or a fact it follows from: "...,
-which means I can't ...") is `explained`; one that offers a way on (a hand-off, an alternative) is
-`redirected`; otherwise it is `bare`. A run of consecutive refusing replies fails the user (`fully`)
+A refusal that gives its reason (a policy, a rule, a condition, a time or age limit, the law, the
+assistant's named scope, or a fact it follows from: "..., which means I can't ...") is `explained`;
+one that offers a way on (a hand-off, an alternative it can do, a referral, a link or a number) is
+`redirected`; otherwise it is `bare`. A generic offer ("Is there anything else I can help you with?"),
+a wish ("I wish I could help") or a negated offer ("no puedo ayudarle con eso") is no way on. A run of consecutive refusing replies fails the user (`fully`)
 when it is three or more long, or the thread ends on it, and at least two of its refusals are bare:
 a correct policy denial repeated to an insistent user is not a failure. Any other run of two or more
 is `partial` (visible, passing).
@@ -53,8 +55,26 @@ _DEFERRED = re.compile(
 )
 _EXPLAINED = Folded(lexicons.EXPLANATION_CUES)
 _REDIRECTED = Folded(lexicons.ALTERNATIVE_CUES)
+#: right before an offer: it is wished, doubted, negated or a generic "anything else I can help with?"
+_NO_OFFER_BEFORE = re.compile(
+    r"(?:\b(?:wish|not sure|don't think|do not think|doubt|nothing|anything|something|else|if|whether|as|no|non|não"
+    r"|ne)\s+(?:that\s+)?)$",
+    re.IGNORECASE,
+)
+#: right after an offer: it is no way on ("I can help with anything else", "... with other questions")
+_NO_OFFER_AFTER = re.compile(
+    r"\s+(?:you\s+)?(?:with\s+)?(?:anything|something|any\s+other|other\s+(?:questions?|things|requests|topics))\b",
+    re.IGNORECASE,
+)
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
-_QUOTED = re.compile(r"\"[^\"\n]{0,300}\"|\u201c[^\u201d\n]{0,300}\u201d|\u00ab[^\u00bb\n]{0,300}\u00bb")
+_QUOTED = re.compile(
+    r"\"[^\"\n]{0,300}\"|\u201c[^\u201d\n]{0,300}\u201d|\u00ab[^\u00bb\n]{0,300}\u00bb"
+    # in single quotes (curly ones folded): an apostrophe inside is followed by a letter ("can't")
+    r"|(?<!\w)'(?=\w)(?:[^'\n]|'(?=\w)){1,300}'(?!\w)"
+)
+#: a reply this short is read with every covered language's cues ("Non posso farlo.", "No me es posible
+#: ayudarle."): too few words to tell its language by
+SHORT_WORDS = 6
 _TOKEN = re.compile(r"[^\W\d_]+")
 _ASCII_TOKEN = re.compile(r"[a-z]+")  # the same on lower-cased ASCII text, and faster
 #: a whole opening sentence of courtesy that says nothing about the request (English): no clause
@@ -65,6 +85,9 @@ _COURTESY = Folded(
     r"|(?:i(?:'m|\s+am)|we(?:'re|\s+are))\s+(?:(?:so|very|always|more\s+than)\s+)?(?:happy|glad|here|delighted)"
     r"\b[^.!?,;]{0,100}"
     r"|i\s+(?:understand|appreciate)\b[^.!?,;]{0,120}"
+    # a support agent's account of a look-up: "I've checked your account.", "I see your point."
+    r"|i(?:'ve|\s+have)?\s+(?:just\s+|now\s+)?(?:checked|looked\s+(?:into|at|up)|reviewed|gone\s+through|pulled\s+up"
+    r"|double-checked)\b[^.!?,;]{0,100}|i\s+(?:see|hear)\s+(?:your\s+point|you|what\s+you\s+mean)"
     r"|as\s+an?\s+(?:helpful|respectful|honest|responsible|ethical|ai)\b[^.!?;]{0,120}"
     r"|great|good|sure|of course|certainly|absolutely)\s*[.!]*\s*$"
 )
@@ -90,7 +113,7 @@ def head(text: str) -> list[str]:
     before the first sentence with content ("Hello!", "Thank you for your question!", "I'm here to
     help.") are read but not counted among them."""
     opening = _fold(text[:HEAD_CHARS])
-    if '"' in opening or "\u201c" in opening or "\u00ab" in opening:
+    if '"' in opening or "'" in opening or "\u201c" in opening or "\u00ab" in opening:
         opening = _QUOTED.sub(" ", opening)
     sentences = split_sentences(opening)
     skipped = 0
@@ -132,7 +155,8 @@ def read(text: str) -> tuple[str | None, str | None]:
     if not may_refuse(opening, ws):
         return None, None
     sentences = head(text)
-    cues = (_CUE, _CUE_ELSEWHERE) if languages.maybe_elsewhere(text, words_=ws) else (_CUE,)
+    elsewhere = len(ws) <= SHORT_WORDS or languages.maybe_elsewhere(text, words_=ws)
+    cues = (_CUE, _CUE_ELSEWHERE) if elsewhere else (_CUE,)
     for sentence in sentences:
         if not may_refuse(sentence.lower()):  # the same test per sentence: most have no trigger
             continue
@@ -169,9 +193,17 @@ def refusal_kind(text: str) -> str:
     folded = _fold(text)
     if _EXPLAINED.search(folded):
         return "explained"
-    if _REDIRECTED.search(folded):
+    if any(_way_on(folded, m) for m in _REDIRECTED.finditer(folded)):
         return "redirected"
     return "bare"
+
+
+def _way_on(text: str, m: re.Match[str]) -> bool:
+    """Whether the offer matched in `text` is a way on: not wished ("I wish I could help"), doubted,
+    negated ("no puedo ayudarle con eso") or the generic "Is there anything else I can help with?"."""
+    return not (
+        _NO_OFFER_BEFORE.search(text, max(0, m.start() - 20), m.start()) or _NO_OFFER_AFTER.match(text, m.end())
+    )
 
 
 def runs(flags: list[bool]) -> list[tuple[int, int]]:
@@ -208,7 +240,7 @@ class RefusalLoop(MetricBase):
     """Thread-scope runs of refusals that leave the user without a reason or a way on."""
 
     name = "refusal_loop"
-    version = "10"
+    version = "11"
     tier = "deterministic"
     scopes = ("thread",)
     default_threshold = DEFAULT_THRESHOLD
