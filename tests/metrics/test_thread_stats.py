@@ -122,18 +122,18 @@ def test_tool_calls_in_a_hand_built_thread() -> None:
     assert stats(thread)["tool_errors"] == 1
 
 
-def _ending(last_user: str, reply_before: str = "Your seat is changed to 12A. Anything else?") -> dict:
-    return stats(
-        thread_from_messages(
-            "t",
-            [
-                {"role": "user", "content": "Please move me to seat 12A."},
-                {"role": "assistant", "content": reply_before},
-                {"role": "user", "content": last_user},
-                {"role": "assistant", "content": "You're welcome, have a good flight."},
-            ],
-        )
-    )
+def _ending(
+    last_user: str, reply_before: str = "Your seat is changed to 12A. Anything else?", *, answered: bool = True
+) -> dict:
+    """The stats of a thread that ends on `last_user` (after `reply_before`), answered or not."""
+    messages = [
+        {"role": "user", "content": "Please move me to seat 12A."},
+        {"role": "assistant", "content": reply_before},
+        {"role": "user", "content": last_user},
+    ]
+    if answered:
+        messages.append({"role": "assistant", "content": "You're welcome, have a good flight."})
+    return stats(thread_from_messages("t", messages))
 
 
 @pytest.mark.parametrize("last", ["Thank you!!!", "thanks so much!!!", "THANK YOU SO MUCH!!!", "Perfect, bye!"])
@@ -183,19 +183,6 @@ def test_accepting_an_offered_transfer_is_a_hand_off_not_abandonment() -> None:
     assert (ev["handed_off"], ev["abandoned"]) == (True, False)
 
 
-def _unanswered(last_user: str, reply_before: str = "Your seat is changed to 12A. Anything else?") -> dict:
-    return stats(
-        thread_from_messages(
-            "t",
-            [
-                {"role": "user", "content": "Please move me to seat 12A."},
-                {"role": "assistant", "content": reply_before},
-                {"role": "user", "content": last_user},
-            ],
-        )
-    )
-
-
 @pytest.mark.parametrize(
     "last",
     [
@@ -216,7 +203,7 @@ def _unanswered(last_user: str, reply_before: str = "Your seat is changed to 12A
 )
 def test_closings_in_other_words_end_a_thread_without_abandoning_it(last: str) -> None:
     ev = _ending(last)
-    assert (ev["abandoned"], _unanswered(last)["abandoned"]) == (False, False)
+    assert (ev["abandoned"], _ending(last, answered=False)["abandoned"]) == (False, False)
 
 
 @pytest.mark.parametrize(
@@ -231,7 +218,7 @@ def test_closings_in_other_words_end_a_thread_without_abandoning_it(last: str) -
 def test_a_last_message_left_unanswered_is_abandonment_unless_it_closes(
     last: str, reply_before: str, abandoned: bool
 ) -> None:
-    assert _unanswered(last, reply_before)["abandoned"] is abandoned
+    assert _ending(last, reply_before, answered=False)["abandoned"] is abandoned
 
 
 @pytest.mark.parametrize(
