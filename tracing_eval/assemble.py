@@ -16,7 +16,7 @@ from tracing_eval import conventions
 from tracing_eval.conventions.values import result_text
 from tracing_eval.model import Message, Span, Thread, ToolCall, Turn, Unreadable
 from tracing_eval.store.base import StoredThread
-from tracing_eval.text import looks_like_tool_error
+from tracing_eval.tool_results import looks_like_tool_error
 from tracing_eval.transcripts import link_tool_results
 
 _IO = tuple[list[Message], list[Message]]  # (input messages, output messages) of one span

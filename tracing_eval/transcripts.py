@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from tracing_eval.model import Message, Thread, ToolCall, Turn
-from tracing_eval.text import looks_like_tool_error
+from tracing_eval.tool_results import looks_like_tool_error
 
 ROLES = {"system", "user", "assistant", "tool"}
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from tracing_eval.conventions import genai, langfuse, openinference, traceloop, vercel
 from tracing_eval.conventions.values import as_int, as_str, result_text, unwrap_text_blocks
 from tracing_eval.model import Message, Span, ToolCall
-from tracing_eval.text import looks_like_tool_error
+from tracing_eval.tool_results import looks_like_tool_error
 
 __all__ = [
     "SpanKind",
