@@ -250,7 +250,7 @@ CONFIRMATION = Folded(
 #: "the 11th, not the 1st", "Saturday not Friday": a value put in place of another (original case kept)
 _NOT_VALUE = re.compile(r"\bnot\s+(?:(?:the|a|an|on|at|for|in|from|to)\s+)?([\w:.]+)", re.IGNORECASE)
 #: the value just before that "not" (searched for up to it)
-_VALUE_BEFORE = re.compile(r"([\w:.]+)\s*,?\s+(?:and\s+)?$")
+_VALUE_BEFORE = re.compile(r"([\w:.]{1,40})\s{0,5},?\s{1,5}(?:and\s{1,5})?$")  # bounded: linear on any text
 #: the words of a reply, as values are compared ("7:00" stays whole)
 _REPLY_WORD = re.compile(r"[\w:]+")
 #: words that name a value although written in lower case
