@@ -32,39 +32,6 @@ from tracing_eval.tool_results import looks_like_tool_error
         "Could not find a reservation with ID ABC123",
         "Unable to process the request",
         "Failed to fetch the weather for Paris",
-    ],
-)
-def test_a_tool_result_that_reads_as_a_failure(result: object) -> None:
-    assert looks_like_tool_error(result)
-
-
-@pytest.mark.parametrize(
-    "result",
-    [
-        '{"status": "shipped", "note": "on its way"}',
-        {"status": 200, "data": []},
-        {"success": True},
-        {"result": None, "error": None},
-        {"isError": False, "content": []},
-        {"errors": []},
-        {"status": True},
-        "10 passed, 0 failed",
-        "Found 3 flights.",
-        {"message": "Order cancelled"},
-        {"order_id": "W1", "items": [], "total": 3, "message": "2 items invalid for return"},  # a record, not a body
-        "No errors found.",
-        "Errors: none",
-        '{"note": "we could not find your bag at first, it is now on its way"}',
-        "Validation passed for 3 fields",
-    ],
-)
-def test_a_tool_result_that_does_not_read_as_a_failure(result: object) -> None:
-    assert not looks_like_tool_error(result)
-
-
-@pytest.mark.parametrize(
-    "result",
-    [
         # network errors of Node.js, Python, Go and proxies
         "connect ECONNREFUSED 127.0.0.1:5432",
         "getaddrinfo ENOTFOUND api.example.com",
@@ -139,13 +106,28 @@ def test_a_tool_result_that_does_not_read_as_a_failure(result: object) -> None:
         'syntax error at or near "FROM"',
     ],
 )
-def test_a_failure_as_real_tools_and_clients_report_it(result: object) -> None:
+def test_a_tool_result_that_reads_as_a_failure(result: object) -> None:
     assert looks_like_tool_error(result)
 
 
 @pytest.mark.parametrize(
     "result",
     [
+        '{"status": "shipped", "note": "on its way"}',
+        {"status": 200, "data": []},
+        {"success": True},
+        {"result": None, "error": None},
+        {"isError": False, "content": []},
+        {"errors": []},
+        {"status": True},
+        "10 passed, 0 failed",
+        "Found 3 flights.",
+        {"message": "Order cancelled"},
+        {"order_id": "W1", "items": [], "total": 3, "message": "2 items invalid for return"},  # a record, not a body
+        "No errors found.",
+        "Errors: none",
+        '{"note": "we could not find your bag at first, it is now on its way"}',
+        "Validation passed for 3 fields",
         # log lines a log-search tool returned
         "2024-05-01 12:00:01 ERROR payment timeout order=991",
         "2024-05-01T12:00:01Z ERROR payment-svc connection refused\n2024-05-01T12:00:02Z INFO retry ok",
@@ -196,7 +178,7 @@ def test_a_failure_as_real_tools_and_clients_report_it(result: object) -> None:
         '{"content": [{"type": "text", "text": "Error: boom"}], "isError": false}',  # the server says it is not
     ],
 )
-def test_data_that_mentions_errors_is_not_a_failure(result: object) -> None:
+def test_a_tool_result_that_does_not_read_as_a_failure(result: object) -> None:
     assert not looks_like_tool_error(result)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import re
 import string
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -58,7 +57,6 @@ NOT_A_CLAIM = Folded(
     r"\b(?:once|when|whenever|until|till|if|unless|will|would|should|never|nothing|none)\b|'ll\b|\bnot\b(?! a problem)"
     r"|\bas soon as\b|\bno (?:changes?|\w+ (?:has|have|was|were))\b"
 )
-_SENTENCE_END = re.compile(r"[.!?\n]")
 ERROR_OR_APOLOGY = Folded(
     r"\bsorry\b|\bapologi[sz]e|\bunfortunately\b|\berror\b|\bfail(?:ed|ure|s)?\b|\bunable\b"
     r"|(?<!\bno )(?<!\bnot an )\bissue\b|(?<!\bno )(?<!\bnot a )\bproblem\b"
@@ -299,10 +297,9 @@ def masks_error(turn: Turn, turn_unrecovered: list[Call]) -> bool:
 def claims_success(reply: str) -> bool:
     """A success phrase (`SUCCESS`) that no condition, plan or negation before it in its sentence
     (`NOT_A_CLAIM`) turns into something else: "Done!", not "I'll let you know when it's done"."""
-    ends = [e.end() for e in _SENTENCE_END.finditer(reply)]
     for m in SUCCESS.finditer(reply):
-        k = bisect_right(ends, m.start())
-        if not NOT_A_CLAIM.search(reply[ends[k - 1] if k else 0 : m.start()]):
+        start = max(reply.rfind(mark, 0, m.start()) for mark in ".!?\n") + 1  # of the claim's sentence
+        if not NOT_A_CLAIM.search(reply[start : m.start()]):
             return True
     return False
 
