@@ -7,7 +7,7 @@ import pytest
 
 from tracing_eval.metrics.deterministic import friction_cues as cues
 from tracing_eval.metrics.deterministic import slots
-from tracing_eval.text import alternatives, could_match
+from tracing_eval.text import Folded, alternatives, could_match
 
 GATED = [
     (cues.DISPUTE, cues.DISPUTE_NEEDS),
@@ -121,3 +121,30 @@ def test_values_in_gates_let_every_value_through() -> None:
         "tracking_number": "1Z999AA10123456784",
         "name": "Ann Lee",
     }
+
+
+CUES = [value for value in vars(cues).values() if isinstance(value, cues.Cue)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "no",
+        "No, wrong!",
+        "Nope, still doesn't work",
+        "Still the same error. That's not right, I never said that.",
+        "Ugh, not again!! You're useless",
+        "I am so stupid, sorry. Is there a human I can talk to?",
+        "Hello?? are you there",
+        "Non, ce n'est pas ça. NO, WRONG, I SAID FRIDAY",
+        "İ said no, thanks",
+    ],
+)
+def test_a_cue_matches_as_its_whole_pattern_does(text: str) -> None:
+    """`Cue` skips its `^` alternatives after the start: the same match, at the same span."""
+    assert CUES
+    for cue in CUES:
+        whole = Folded(cue.pattern)
+        for got, want in ((cue.search(text), whole.search(text)), (cue.search(text, 3), whole.search(text, 3))):
+            assert (got and (got.span(), got.groups())) == (want and (want.span(), want.groups()))

@@ -11,10 +11,40 @@ from __future__ import annotations
 
 import re
 
-from tracing_eval.text import Folded, could_match, holds_any, sentences
+from tracing_eval.text import Folded, alternatives, could_match, factor_boundaries, holds_any, sentences
+
+
+class Cue(Folded):
+    """A `Folded` pattern searched in two steps, with the same match: the whole pattern at the start
+    of the text, then from the next position on only its alternatives that `^` does not anchor (they
+    cannot match there). Without those, the `\\b` that leads the others is tested once per position
+    (`factor_boundaries`) rather than once per run between two anchored alternatives: a search is 2-3
+    times faster on the long cue lists."""
+
+    __slots__ = ("later_ascii", "later_unicode")
+
+    def __init__(self, source: str) -> None:
+        super().__init__(source)
+        unanchored = [a for a in alternatives(source) if not a.startswith("^")]
+        if not unanchored:
+            raise ValueError("every alternative is anchored: use Folded")
+        later = factor_boundaries("|".join(unanchored))
+        self.later_ascii = re.compile(later)
+        self.later_unicode = re.compile(later, re.IGNORECASE)
+
+    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        if pos:
+            return super().search(text, pos)
+        if text.isascii():
+            return self.search_lower(text.lower())
+        return self.unicode.match(text) or self.later_unicode.search(text, 1)
+
+    def search_lower(self, low: str) -> re.Match[str] | None:
+        return self.ascii.match(low) or self.later_ascii.search(low, 1)
+
 
 #: the user rejects or disputes what the reply said, did or assumed (no context needed)
-DISPUTE = Folded(
+DISPUTE = Cue(
     r"\b(?:(?:that|this|it|which|those|these)(?:'s|\s+is|\s+was|\s+are|\s+were)\s+(?:not|n't)|isn'?t|wasn'?t|aren'?t)"
     r"\s+(?:(?:quite|exactly|entirely)\s+)?(?:right|correct|true|accurate|what i|the (?:one|right|correct)"
     r"|the\s+(?:\w+\s+){1,2}?i\s+(?:wanted|asked|requested|said|meant|chose|booked|ordered|needed))\b"
@@ -82,7 +112,7 @@ DISPUTE = Folded(
 #: what the user said elsewhere, not in this conversation: "as I said on the phone", "like I said in my email"
 _ELSEWHERE = r"(?!\s+(?:in|on|over)\s+(?:my|the|an?|our)\s+(?:e-?mail|mail|phone|call|form|letter|ticket|voicemail)\b)"
 #: the user restates something the assistant should already know
-REMINDER = Folded(
+REMINDER = Cue(
     r"\bi (?:already|just) (?:told|said|gave|sent|provided|explained|answered|mentioned|asked|did)\b"
     r"|\byou (?:already|just) (?:asked|said|told)\b|^\W*(?:once\s+)?again,\s+(?!thank|bye|good\s*bye)"
     r"|\b(?:as|like) i (?:already |just )?(?:said|told you|mentioned|asked|explained|wrote)\b"
@@ -125,10 +155,11 @@ FAILURE_REPLY = Folded(
     r"|\b(?:nothing|none)\b|\bnot (?:find|found|locate)\b",
 )
 #: annoyance aimed at the assistant or the conversation (not at the world: "my flight was delayed")
-ANNOYANCE = Folded(
+ANNOYANCE = Cue(
     # not at oneself: "stupid me", "I'm so dumb, I forgot", "sorry for the dumb question"
-    # (the look-ahead first: the look-behinds then run only where such a word starts)
-    r"(?=\b(?:useless|pathetic|incompetent|hopeless|stupid|dumb)\b)"
+    # (the look-ahead first: the look-behinds then run only where such a word starts; the `\b` before it
+    # joins the one test of `factor_boundaries`)
+    r"\b(?=(?:useless|pathetic|incompetent|hopeless|stupid|dumb)\b)"
     r"(?<!i'm )(?<!i am )(?<!i'm so )(?<!i am so )(?<!i feel )(?<!i feel so )"
     r"(?:useless|pathetic|incompetent|hopeless|stupid|dumb)\b(?!\s+(?:me|of me|questions?|mistake|typo)\b)"
     r"|\b(?:this|that|it)(?:'s|\s+is|\s+was)\s+(?:\w+\s+){0,2}"
@@ -185,7 +216,7 @@ ANNOYANCE = Folded(
     r"(?:frustrated|annoyed|irritated|angry|upset|tired of this)\b",
 )
 #: the user asks for a person
-HUMAN = Folded(
+HUMAN = Cue(
     # not what happened before: "I talked to an agent yesterday", "I was transferred to a manager"
     r"\b(?:speak|talk|chat|connect|transfer|put|escalate)(?:s|ing)?\s+(?:me\s+)?(?:through\s+)?(?:to|with)\s+"
     r"(?:a|an|the|some|your)?\s*"
@@ -215,7 +246,7 @@ CLOSING = Folded(
     r"|\bthank|\bthanks\b|\bthx\b|\bappreciate\b|\bbye\b|\bnothing\b|\bi'?m (?:all )?(?:good|set|done|fine)\b",
 )
 #: declining an offer or answering a question about preferences ("No, not now", "No preference")
-DECLINE = Folded(
+DECLINE = Cue(
     r"\bnot (?:right )?(?:now|yet|today|for now|at (?:the|this) (?:moment|time|point))\b|\bmaybe later\b|\blater\b"
     r"|\bno need\b|\bnot (?:necessary|needed|required|interested|important|a problem)\b"
     r"|\b(?:don'?t|do not|won'?t|will not)\s+(?:really\s+)?(?:need|want|wish|care|mind|have)\b"
@@ -224,7 +255,7 @@ DECLINE = Folded(
     r"|^\W*no\W+but\b|\b(?:that|it)(?:'s|\s+is|\s+was)\s+(?:\w+\s+)?(?:fine|ok|okay|good|great)\b",
 )
 #: the message offers a replacement: a value or a statement of what the user wants
-REPLACEMENT = Folded(
+REPLACEMENT = Cue(
     r"\d|\b(?:i|we)\s+(?:\w+\s+)?(?:want|need|would like|wanted|meant|said|asked|prefer|will be|'ll be)\b"
     r"|\b(?:i|we)'d\b|\bmake (?:it|that)\b|\binstead\b|\bactually\b|\brather\b|\bchange\b|\bshould be\b"
     r"|\b(?:it'?s|it is|that'?s|that is)\s+(?:for|on|at|in|from|to)\b"

@@ -14,7 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
-from tracing_eval.metrics.deterministic.friction_cues import ANNOYANCE, FAILURE_REPLY, asks_for_a_human
+from tracing_eval.metrics.deterministic.friction_cues import (
+    ANNOYANCE,
+    ANNOYANCE_NEEDS,
+    FAILURE_REPLY,
+    Cue,
+    asks_for_a_human,
+    reads,
+)
 from tracing_eval.metrics.deterministic.response_hygiene import ends_in_handoff
 from tracing_eval.metrics.deterministic.user_friction import shouting
 from tracing_eval.model import MetricResult, Scope, Thread
@@ -22,7 +29,7 @@ from tracing_eval.text import Folded
 
 #: a last user message that closes the conversation is not abandonment; one that goes on to ask
 #: something ("Thanks! One more question: is there wifi?") is left unanswered
-CLOSING = Folded(
+CLOSING = Cue(
     r"^\W*(?:ok(?:ay)?|thanks?|thank you|thx|great|perfect|bye|goodbye|cheers|got it|that'?s all|no,? that'?s it)\b"
     r"[^?]*$"
     r"|\b(?:thank you|thanks|bye|goodbye|see (?:ya|you)|talk to you later|ttyl"
@@ -93,7 +100,7 @@ def stats(thread: Thread) -> dict[str, Any]:
     last_user = user[-1].content.replace("\u2019", "'") if user else ""
     reply_before = _reply_before_last_user(thread) if last_user else ""
     frustrated_end = bool(last_user) and (
-        bool(ANNOYANCE.search(last_user))
+        reads(ANNOYANCE, ANNOYANCE_NEEDS, last_user, last_user.lower() if last_user.isascii() else None)
         or asks_for_a_human(last_user, reply_before)
         or shouting(last_user)
         or bool(GIVE_UP.search(last_user) and FAILURE_REPLY.search(reply_before))
