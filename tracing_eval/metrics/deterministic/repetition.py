@@ -141,7 +141,7 @@ class Reply:
 
     @property
     def size(self) -> int:
-        return sum(len(u) for u in self.units)
+        return sum(map(len, self.units))
 
 
 @dataclass
@@ -182,14 +182,18 @@ class Analysis:
 
 def encode_all(keys: list[list[str]]) -> list[str]:
     """Each token list as a string of one character per distinct token (the same token, the same
-    character), so rapidfuzz compares token sequences as short strings."""
-    codes = {t: chr(0x10000 + k) for k, t in enumerate(dict.fromkeys(chain.from_iterable(keys)))}
+    character), so rapidfuzz compares token sequences as short strings. Characters are numbered from 0:
+    a thread of up to 256 distinct tokens gives one-byte strings, which rapidfuzz compares fastest."""
+    distinct = dict.fromkeys(chain.from_iterable(keys))
+    codes = dict(zip(distinct, map(chr, range(len(distinct))), strict=True))
     get = codes.__getitem__
     return ["".join(map(get, key)) for key in keys]
 
 
 def _hash_numbers(toks: list[str]) -> list[str]:
-    if not _DIGIT.search("".join(toks)):
+    """Every token holding a digit as `#`."""
+    joined = "".join(toks)
+    if joined.isalpha() or not _DIGIT.search(joined):  # letters only: no digit to look for
         return toks
     return [t if t.isalpha() or not _DIGIT.search(t) else "#" for t in toks]
 
@@ -298,13 +302,15 @@ class Context:
 
     user: dict[int, str]
     turns: dict[int, Turn]
+    asked: list[int] = field(default_factory=list)  # the turns whose user message has text, in order
     _inputs: dict[int, frozenset[str]] = field(default_factory=dict)
     _topics: dict[int, frozenset[str]] = field(default_factory=dict)
     _user_tokens: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, thread: Thread) -> Context:
-        return cls({t.index: t.user_text for t in thread.turns}, {t.index: t for t in thread.turns})
+        said = [(t.index, t.user_text) for t in thread.turns]
+        return cls(dict(said), {t.index: t for t in thread.turns}, [i for i, text in said if text.strip()])
 
     def user_tokens(self, turn: int) -> tuple[str, ...]:
         found = self._user_tokens.get(turn)
@@ -401,37 +407,43 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
         earlier = prepared[lo:j]
         a, b = starts[lo], starts[j]
         owners, choices, exacts, choice_keys = flat_owners[a:b], flat_units[a:b], flat_exacts[a:b], flat_keys[a:b]
-        matched: dict[int, int] = {}  # earlier reply index -> tokens of `reply` it matches
-        matched_sentences: dict[int, set[int]] = {}  # earlier reply index -> which sentences of `reply`
+        matched: dict[int, set[int]] = {}  # earlier reply index -> which sentences of `reply` it matches
         rehash: dict[int, float] = {}  # earlier reply index -> similarity of a reworded sentence
         best_sim: dict[int, float] = {}
         spoken: list[str] = []  # this reply's compared sentences, word for word
+        position = reply.item.position
         for i, (sentence, key, unit, exact) in enumerate(
             zip(reply.sentences, reply.keys, reply.units, reply.exact, strict=True)
         ):
             if not unit:
                 continue
-            if unit not in segments or segments[unit][-1] != reply.item.position:
-                segments.setdefault(unit, []).append(reply.item.position)
-                segment_text.setdefault(unit, (reply.item.text, sentence))
+            seen = segments.get(unit)
+            if seen is None:
+                segments[unit] = [position]
+                segment_text[unit] = (reply.item.text, sentence)
+            elif seen[-1] != position:
+                seen.append(position)
             as_said = " ".join(sentence)
             spoken.append(as_said)
             far = said.get(as_said, j)
             if far < lo and not courtesy(sentence):  # said word for word before the window
-                matched[far] = matched.get(far, 0) + len(unit)
-                matched_sentences.setdefault(far, set()).add(i)
+                matched.setdefault(far, set()).add(i)
                 best_sim[far] = top_sentence = 1.0
             if not choices:
                 continue
             best = process.extractOne(unit, choices, scorer=Indel.normalized_similarity)
             if best is None:
                 continue
-            top_sentence = max(top_sentence, best[1])
-            if best[1] >= REHASH and courtesy(sentence):
+            _, score, at = best
+            if score > top_sentence:
+                top_sentence = score
+            if score < REHASH:
                 continue
-            if best[1] < SENTENCE_MATCH:
-                if best[1] >= REHASH and not exact and _rehash(key, choice_keys[best[2]], reply.item, ctx):
-                    rehash.setdefault(owners[best[2]], best[1])
+            if courtesy(sentence):
+                continue
+            if score < SENTENCE_MATCH:
+                if not exact and _rehash(key, choice_keys[at], reply.item, ctx):
+                    rehash.setdefault(owners[at], score)
                 continue
             hits = [
                 h
@@ -445,8 +457,7 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
                 if _alike(exact, exacts[h[2]])
             ]
             for k in {owners[h[2]] for h in hits}:
-                matched[k] = matched.get(k, 0) + len(unit)
-                matched_sentences.setdefault(k, set()).add(i)
+                matched.setdefault(k, set()).add(i)
                 best_sim[k] = max(best_sim.get(k, 0.0), max(h[1] for h in hits if owners[h[2]] == k))
         whole_best: tuple[int, float] | None = None
         if reply.whole and earlier:
@@ -455,29 +466,31 @@ def analyse(items: list[Located], ctx: Context, window: int = WINDOW) -> Analysi
                 whole_best = (lo + hit[2], hit[1])
                 top = max(top, hit[1])
         said.update(dict.fromkeys(spoken, j))
+        whole: tuple[int, int] | None = None  # the earlier reply this one is near-verbatim as a whole, and its tokens
         if (
             whole_best is not None
             and whole_best[1] >= NEAR_VERBATIM
             and not all(courtesy(words) for words in reply.sentences)
         ):
             k = whole_best[0]
-            matched[k] = max(matched.get(k, 0), round(reply.size * whole_best[1]))
+            whole = (k, round(reply.size * whole_best[1]))
+            matched.setdefault(k, set())
             best_sim[k] = max(best_sim.get(k, 0.0), whole_best[1])
         if not reply.size:
             if reply.echo:
                 k = echoed.get(reply.echo, -1)
                 echoed[reply.echo] = j
                 if k >= 0:
-                    pair = _classify(j, reply, prepared, {k: reply.words}, {}, {k: 1.0}, ctx, same_answers)
+                    pair = _classify(j, reply, prepared, {k: set()}, (k, reply.words), {k: 1.0}, ctx, same_answers)
                     if pair is not None:
                         (neutral if pair.kind in NEUTRAL_KINDS else repeats).append(pair)
             continue
         if not matched:
-            pair = _rehash_pair(reply, prepared, rehash, ctx, same_answers)
+            pair = _rehash_pair(reply, prepared, rehash, ctx, same_answers) if rehash else None
             if pair is not None:
                 repeats.append(pair)
             continue
-        pair = _classify(j, reply, prepared, matched, matched_sentences, best_sim, ctx, same_answers)
+        pair = _classify(j, reply, prepared, matched, whole, best_sim, ctx, same_answers)
         if pair is None:
             continue
         (neutral if pair.kind in NEUTRAL_KINDS else repeats).append(pair)
@@ -517,27 +530,33 @@ def _classify(
     j: int,
     reply: Reply,
     prepared: list[Reply],
-    matched: dict[int, int],
-    matched_sentences: dict[int, set[int]],
+    matched: dict[int, set[int]],
+    whole: tuple[int, int] | None,
     best_sim: dict[int, float],
     ctx: Context,
     same_answers: dict[int, int],
 ) -> Pair | None:
     """The pair for reply j: a repeat, a neutral echo, or None when the overlap is too small. Its
     share is of the reply's tokens that repeat: a sentence that several earlier replies said counts
-    once (a footer said in every reply is one sentence, not the whole reply)."""
+    once (a footer said in every reply is one sentence, not the whole reply).
+
+    `matched` gives the sentences of the reply that each earlier reply matches; `whole`, an earlier reply
+    the reply as a whole is close to and the tokens that makes alike (when more than its sentences)."""
     size = reply.size or reply.words
+    tokens_alike = {k: sum(len(reply.units[i]) for i in sents) for k, sents in matched.items()}
+    if whole is not None:
+        tokens_alike[whole[0]] = max(tokens_alike[whole[0]], whole[1])
     counted: dict[int, int] = {}
     first_neutral: tuple[int, str] | None = None
-    for k, n in matched.items():
+    for k, n in tokens_alike.items():
         kind = _neutral_kind(prepared[k], reply, ctx, same_answers.get(k, 1))
         if kind is None:
             counted[k] = n
-        elif first_neutral is None or n > matched[first_neutral[0]]:
+        elif first_neutral is None or n > tokens_alike[first_neutral[0]]:
             first_neutral = (k, kind)
     if counted:
         k = max(counted, key=lambda i: (counted[i], best_sim[i], i))
-        said_again = set().union(*(matched_sentences.get(i, ()) for i in counted))
+        said_again = set().union(*(matched[i] for i in counted))
         share = min(1.0, max(sum(len(reply.units[i]) for i in said_again), max(counted.values())) / size)
         if share >= NEAR_VERBATIM:
             kind = "near_verbatim"
@@ -556,8 +575,8 @@ def _classify(
     if first_neutral is None:
         return None
     k, kind = first_neutral
-    share = min(1.0, matched[k] / size)
-    if share < PART_SHARE and matched[k] < PART_SENTENCE_TOKENS:
+    share = min(1.0, tokens_alike[k] / size)
+    if share < PART_SHARE and tokens_alike[k] < PART_SENTENCE_TOKENS:
         return None
     if kind == "same_question":
         same_answers[j] = same_answers.get(k, 1) + 1
@@ -611,15 +630,15 @@ def verdict(repeats: list[Pair], items: list[Located]) -> str:
 def user_repeats(ctx: Context, turns: list[int]) -> list[int]:
     """User turns that ask again what one of the previous few user turns asked."""
     out = []
-    for n, t in enumerate(turns):
-        mine = ctx.user_tokens(t)
+    asked = [ctx.user_tokens(t) for t in turns]
+    for n, (t, mine) in enumerate(zip(turns, asked, strict=True)):
         earlier = turns[max(0, n - USER_WINDOW) : n]
         if not earlier:
             continue
         if mine:
             hit = process.extractOne(
                 mine,
-                [ctx.user_tokens(u) for u in earlier],
+                asked[max(0, n - USER_WINDOW) : n],
                 scorer=Indel.normalized_similarity,
                 score_cutoff=SAME_QUESTION - CUTOFF_SLACK,
             )
@@ -660,7 +679,7 @@ class Repetition(MetricBase):
             "max_similarity": found.max_similarity,
             "max_sentence_similarity": found.max_sentence_similarity,
             "repeated_segments": found.segments,
-            "user_repeats": user_repeats(ctx, [t.index for t in thread.turns if t.user_text.strip()]),
+            "user_repeats": user_repeats(ctx, ctx.asked),
             "language_covered": found.language_covered,
             "replies_compared": len(items),
         }
