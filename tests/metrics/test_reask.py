@@ -406,6 +406,34 @@ def test_the_whole_reply_gate_never_hides_an_ask() -> None:
     assert named > 1000
 
 
+def test_the_request_gate_never_hides_an_ask() -> None:
+    """`sentence_asks` also skips replies with no "?" and no request or need form anywhere
+    (`slots.could_ask`); every reply of the labelled sets with an asking sentence passes it."""
+    import json
+
+    from tests.conftest import DATASETS
+    from tracing_eval.metrics.deterministic import slots
+
+    replies = [
+        m["content"]
+        for name in ("tau_airline_gpt4o.jsonl", "uss_sgd_mwoz.jsonl", "dstc9_interactive.jsonl")
+        for line in (DATASETS / name).read_text().splitlines()
+        for m in json.loads(line)["turns"]
+        if m["role"] == "assistant" and m.get("content")
+    ] + [
+        "Please provide your order number.", "I'll need your user ID.", "Indíqueme su número de pedido.",
+        "Bitte geben Sie Ihre Bestellnummer an.", "Your order no.\n558123 - could you confirm the email",
+    ]  # fmt: skip
+    asking = 0
+    for text in replies:
+        for elsewhere in (False, True):
+            if any(slots.asked_slots(s, elsewhere=elsewhere) for s in slots.split_sentences(text)):
+                asking += 1
+                assert slots.could_ask(text), text
+    assert asking > 1000
+    assert not slots.could_ask("Your order W123 has shipped. The email confirmation is on its way.")
+
+
 @pytest.mark.parametrize(
     ("texts", "kinds"),
     [

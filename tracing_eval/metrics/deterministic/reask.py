@@ -25,7 +25,7 @@ from typing import Any
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import slots
 from tracing_eval.metrics.deterministic.languages import maybe_elsewhere, uncovered_language, words
-from tracing_eval.metrics.deterministic.views import Located, located, replies
+from tracing_eval.metrics.deterministic.views import Located, located
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Thread
 
@@ -98,7 +98,7 @@ def reply_language(text: str) -> tuple[str | None, bool]:
 @lru_cache(maxsize=MESSAGES_REMEMBERED)
 def sentence_asks(text: str, elsewhere: bool) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The sentences of an assistant message that ask for slots, each with those slots."""
-    if not slots.could_name_a_slot(text, elsewhere=elsewhere):  # most replies: no sentence to split
+    if not slots.could_name_a_slot(text, elsewhere=elsewhere) or not slots.could_ask(text):  # most replies
         return ()
     found = ((sentence, slots.asked_slots(sentence, elsewhere=elsewhere)) for sentence in slots.split_sentences(text))
     return tuple((sentence, tuple(named)) for sentence, named in found if named)
@@ -197,19 +197,26 @@ def find_asks(thread: Thread, *, elsewhere: bool | None = None) -> list[Ask]:
     `elsewhere`: also use the Spanish, French, German, Portuguese and Italian patterns (default: when a
     user or assistant message may be in one of those languages).
     """
+    items = located(thread)
+    if elsewhere is None:  # the other languages' patterns cost time: use them only where they may be needed
+        elsewhere = any(item.role in ("user", "assistant") and maybe_elsewhere(item.text) for item in items)
+    return asks_in(items, elsewhere)
+
+
+def asks_in(items: list[Located], elsewhere: bool) -> list[Ask]:
+    """`find_asks` over a thread's `located` messages."""
+    # the ledger matters only at an ask: what comes after the last one cannot change any result
+    last = next((k for k in range(len(items) - 1, -1, -1) if _asks_in(items[k], elsewhere)), -1)
+    if last < 0:
+        return []
     ledger: dict[str, Given] = {}
     asks: list[Ask] = []
     asked_before: list[str] = []
-    items = located(thread)
     turn_start: dict[int, int] = {}
     for k, item in enumerate(items):
         turn_start.setdefault(item.turn, k)
     corrected_turns: set[int] = set()
     several: frozenset[str] = frozenset()
-    if elsewhere is None:  # the other languages' patterns cost time: use them only where they may be needed
-        elsewhere = any(item.role in ("user", "assistant") and maybe_elsewhere(item.text) for item in items)
-    # the ledger matters only at an ask: what comes after the last one cannot change any result
-    last = max((k for k, item in enumerate(items) if _asks_in(item, elsewhere)), default=-1)
     for k, item in enumerate(items[: last + 1]):
         if item.role == "user" and item.text.strip():
             given, retracts, corrects, more = user_reading(item.text, elsewhere)
@@ -264,7 +271,8 @@ class Reask(MetricBase):
         reply_turns = {t.index for t in thread.turns if t.assistant_text.strip()}
         if not reply_turns:
             return [not_applicable(self.spec, "no assistant replies with text")]
-        texts = replies(thread)
+        items = located(thread)
+        texts = [x for x in items if x.role == "assistant" and x.text.strip()]  # `views.replies`
         unread: dict[int, str] = {}
         elsewhere = False
         for x in texts:
@@ -282,7 +290,7 @@ class Reask(MetricBase):
             ]
         if not elsewhere:
             elsewhere = any(user_may_be_elsewhere(t.user_text) for t in thread.turns)
-        asks = find_asks(thread, elsewhere=elsewhere)
+        asks = asks_in(items, elsewhere)
         results: list[MetricResult] = []
         for turn in sorted({a.turn for a in asks}):
             here = [a for a in asks if a.turn == turn]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
-from tracing_eval.text import Folded, could_match, holds_any
+from tracing_eval.text import Folded, alternatives, could_match, holds_any
 from tracing_eval.text import split_sentences as text_sentences
 
 _I = re.IGNORECASE
@@ -342,6 +342,24 @@ NEED = Folded(
     r"|\b(?:preciso|precisarei|precisamos)\b|\bho\s+bisogno\b",
 )
 _QUESTION = re.compile(r"\?\s*$")
+
+
+#: what makes a match in a sentence differ from one in the whole text: anchors and look-arounds
+_CONTEXT_MARKS = ("^", "$", "(?=", "(?!", "(?<", "\\A", "\\Z", "\\B")
+_CHAR_CLASS = re.compile(r"\[(?:\\.|[^\]])*\]")
+
+
+def _unanchored(source: str) -> str:
+    """The alternatives of `source` that are not tied to where a sentence ends (which all need a "?");
+    import fails if one of them tests its context, for which `could_ask` would not hold."""
+    kept = [a for a in alternatives(source) if not a.endswith(r"\?\s*$")]
+    if any(mark in _CHAR_CLASS.sub("", a) for a in kept for mark in _CONTEXT_MARKS):
+        raise ValueError("a request form that tests its context: `could_ask` would not hold for it")
+    return "|".join(kept)
+
+
+#: `REQUEST` and `NEED` without the forms that need a "?": for `could_ask`
+_ASK_MARK = Folded(f"{_unanchored(REQUEST.pattern)}|{_unanchored(NEED.pattern)}")
 _REQUEST_VERB = Folded(
     r"\b(?:provide|share|give|tell|send|enter|type|specify|know|have|confirm)\b"
     r"|\b(?:proporcion|indic|facilit|d[ae]r|confirm(?!a[tcçz])|envi|compart|escrib|fourni|donn|communiqu|geben|nennen"
@@ -561,6 +579,13 @@ def could_name_a_slot(text: str, *, elsewhere: bool = False) -> bool:
     if could_match(text, SLOT_NAME_NEEDS) and _ANY_SLOT_NAME.search(text):
         return True
     return elsewhere and bool(_ANY_SLOT_NAME_ELSEWHERE.search(text))
+
+
+def could_ask(text: str) -> bool:
+    """False when no sentence of `text` is a request or a statement of need (`asked_slots`): the forms
+    tied to a sentence's end need a "?", and the others match the text wherever they match a sentence
+    of it (a sentence is a piece of the text between white space, and they test no more context)."""
+    return "?" in text or bool(_ASK_MARK.search(text))
 
 
 def named_slots(text: str, *, elsewhere: bool = False) -> list[str]:
