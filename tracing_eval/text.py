@@ -58,19 +58,22 @@ _BREAK = re.compile(r"[.?!]\s+|\n+")
 def split_sentences(text: str) -> list[str]:
     """Sentences that end at `.`, `?` or `!` before white space, or at a line break, stripped, empty
     ones left out: the same as splitting at `(?<=[.?!])\\s+|\\n+` (an email or a decimal keeps its dot)."""
-    out: list[str] = []
+    return list(iter_sentences(text))
+
+
+def iter_sentences(text: str) -> Iterator[str]:
+    """The sentences of `split_sentences(text)` one at a time, for a reader that needs only the first few."""
     start = 0
     for m in _BREAK.finditer(text):
         at = m.start()
         end = at if text[at] == "\n" else at + 1  # a mark stays with its sentence
         piece = text[start:end].strip()
         if piece:
-            out.append(piece)
+            yield piece
         start = m.end()
     piece = text[start:].strip()
     if piece:
-        out.append(piece)
-    return out
+        yield piece
 
 
 def sentences(text: str) -> list[str]:

@@ -21,6 +21,8 @@ is `partial` (visible, passing).
 from __future__ import annotations
 
 import re
+import string
+from itertools import islice
 from typing import Any
 
 from tracing_eval.metrics.base import MetricBase
@@ -28,7 +30,7 @@ from tracing_eval.metrics.deterministic import languages, lexicons
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Thread
-from tracing_eval.text import Folded, split_sentences
+from tracing_eval.text import Folded, iter_sentences
 
 DEFAULT_THRESHOLD = 0.7
 WEIGHTS: dict[str, float] = {"none": 1.0, "partial": 0.7, "fully": 0.0}
@@ -76,7 +78,8 @@ _QUOTED = re.compile(
 #: ayudarle."): too few words to tell its language by
 SHORT_WORDS = 6
 _TOKEN = re.compile(r"[^\W\d_]+")
-_ASCII_TOKEN = re.compile(r"[a-z]+")  # the same on lower-cased ASCII text, and faster
+#: a byte table that keeps the lower-case ASCII letters and turns every other byte into a space
+_LETTERS_ONLY = bytes(c if chr(c) in string.ascii_lowercase else 32 for c in range(256))
 #: a whole opening sentence of courtesy that says nothing about the request (English): no clause
 #: break and no word that could start a refusal or an objection
 _COURTESY = Folded(
@@ -115,11 +118,13 @@ def head(text: str) -> list[str]:
     opening = _fold(text[:HEAD_CHARS])
     if '"' in opening or "'" in opening or "\u201c" in opening or "\u00ab" in opening:
         opening = _QUOTED.sub(" ", opening)
-    sentences = split_sentences(opening)
+    pieces = iter_sentences(opening)
+    held = list(islice(pieces, HEAD_SENTENCES + 1))  # a courtesy is skipped only before 3 more sentences
     skipped = 0
-    while skipped < len(sentences) - HEAD_SENTENCES and _COURTESY.match(sentences[skipped]):
+    while skipped < len(held) - HEAD_SENTENCES and _COURTESY.match(held[skipped]):
         skipped += 1
-    return sentences[: skipped + HEAD_SENTENCES]
+        held.extend(islice(pieces, 1))
+    return held[: skipped + HEAD_SENTENCES]
 
 
 def _negated_token(opening: str) -> bool:
@@ -136,19 +141,27 @@ def _supposed(sentence: str, start: int) -> bool:
     return bool(_IF_CLAUSE.search(sentence[begin:start]))
 
 
+def tokens(low: str) -> list[str]:
+    """The words of lower-cased `low` (`_TOKEN`); ASCII text is split at every character but a
+    letter, the same words without a regex."""
+    if low.isascii():
+        return low.encode().translate(_LETTERS_ONLY).decode().split()
+    return _TOKEN.findall(low)
+
+
 def may_refuse(low: str, words_: list[str] | None = None) -> bool:
     """False when lower-cased `low` cannot hold a refusal cue: every cue has a trigger word
     (`lexicons.REFUSAL_TRIGGERS`), a word ending in n't, starting with n' or `kein` (a cheap
     pre-filter; `words_` are its words when the caller has them)."""
     if words_ is None:
-        words_ = (_ASCII_TOKEN if low.isascii() else _TOKEN).findall(low)
+        words_ = tokens(low)
     return not lexicons.REFUSAL_TRIGGERS.isdisjoint(words_) or _negated_token(low)
 
 
 def read(text: str) -> tuple[str | None, str | None]:
     """(why the lexicons cannot read the reply, the opening sentence in which it refuses); one pass."""
     opening = text[:HEAD_CHARS].lower()
-    ws = (_ASCII_TOKEN if opening.isascii() else _TOKEN).findall(opening)
+    ws = tokens(opening)
     why = languages.uncovered_language(text, lexicons.REFUSAL_LANGUAGES, words_=ws)
     if why is not None:
         return why, None

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from tracing_eval.metrics.base import MetricBase
-from tracing_eval.metrics.deterministic.views import located
+from tracing_eval.metrics.deterministic.views import Located, located
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Scope, Thread, ToolCall, Turn
 from tracing_eval.text import SPACELESS, SPACELESS_CHAR, Folded
@@ -102,11 +102,12 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def calls_of(thread: Thread) -> list[Call]:
-    """Every tool call in order, with the turn and position of the assistant message that made it."""
+def calls_of(items: list[Located]) -> list[Call]:
+    """Every tool call in order, with the turn and position of the assistant message that made it
+    (`items`: the thread's messages, `views.located`)."""
     return [
         Call(item.turn, item.position, tc, (tc.name, canonical_args(tc.arguments)))
-        for item in located(thread)
+        for item in items
         if item.role == "assistant"
         for tc in item.message.tool_calls
     ]
@@ -239,9 +240,9 @@ def unrecovered(calls: list[Call], mentions: Mentions) -> list[Call]:
     return out
 
 
-def context_of(thread: Thread) -> list[tuple[int, str]]:
-    """(position, text) of every user message and tool result, in order."""
-    return [(x.position, x.text) for x in located(thread) if x.role in ("user", "tool") and x.text]
+def context_of(items: list[Located]) -> list[tuple[int, str]]:
+    """(position, text) of every user message and tool result among `items`, in order."""
+    return [(x.position, x.text) for x in items if x.role in ("user", "tool") and x.text]
 
 
 def repeated_failures(calls: list[Call]) -> list[dict[str, Any]]:
@@ -325,10 +326,11 @@ class ToolErrors(MetricBase):
     description = "Failed tool calls, repeated failures, unrecovered errors and errors masked as success."
 
     def evaluate(self, thread: Thread) -> list[MetricResult]:
-        calls = calls_of(thread)
+        items = located(thread)  # read once for the calls and their context
+        calls = calls_of(items)
         if not calls:
             return [not_applicable(self.spec, "the thread has no tool calls")]
-        mentions = Mentions(context_of(thread))
+        mentions = Mentions(context_of(items))
         results = self._turn_results(thread, calls, mentions, 0)
         masked_turns = [r.turn_index for r in results if r.evidence["masked_error"] and r.turn_index is not None]
         thread_unrec = unrecovered(calls, mentions)
@@ -337,8 +339,9 @@ class ToolErrors(MetricBase):
 
     def evaluate_from(self, thread: Thread, first: int) -> list[MetricResult]:
         """A turn's result reads its own calls: only the turns from `first` on."""
-        calls = calls_of(thread)
-        return self._turn_results(thread, calls, Mentions(context_of(thread)), first) if calls else []
+        items = located(thread)
+        calls = calls_of(items)
+        return self._turn_results(thread, calls, Mentions(context_of(items)), first) if calls else []
 
     def _turn_results(self, thread: Thread, calls: list[Call], mentions: Mentions, first: int) -> list[MetricResult]:
         """The result of every turn from `first` on that made tool calls."""
