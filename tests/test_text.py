@@ -14,10 +14,13 @@ from tracing_eval.metrics.deterministic import (
     tool_errors,
 )
 from tracing_eval.text import (
+    ASCII_ALNUM,
     Folded,
     alternatives,
+    ascii_runs,
     factor_boundaries,
     script_of,
+    sentence_words,
     split_sentences,
 )
 
@@ -127,3 +130,30 @@ def test_script_of_counts_ascii_letters() -> None:
 def test_split_sentences_splits_where_the_look_behind_pattern_does(text: str) -> None:
     want = [s.strip() for s in re.split(r"(?<=[.?!])\s+|\n+", text) if s and s.strip()]
     assert split_sentences(text) == want
+
+
+def _ascii_samples(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    pieces = [chr(c) for c in range(128)] + ["?!", "...", "a?b", "1!x", "\n\n"]
+    return ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 30))) for _ in range(n)]
+
+
+def test_ascii_runs_split_like_the_character_class_pattern() -> None:
+    letters = ascii_runs("abcdefghijklmnopqrstuvwxyz")
+    for text in _ascii_samples(2000, 5):
+        assert text.translate(letters).split() == re.findall(r"[a-z]+", text)
+        assert text.translate(ASCII_ALNUM).split() == re.findall(r"[a-z0-9]+", text)
+
+
+def test_sentence_words_ends_where_the_look_behind_first_pattern_does() -> None:
+    """The sentence marks look behind after themselves; the same ends as looking behind first."""
+    piece = re.compile(r"[a-z0-9]+|(?<![.!?])[.!?]++(?=\s|$)|(?<=[a-z])[?!]++(?=[a-z])|\n")
+    for text in _ascii_samples(2000, 6):
+        text = text.replace("'", " ")  # no apostrophes to drop
+        want: list[list[str]] = [[]]
+        for p in piece.findall(text.lower()):
+            if p[0] in ".!?\n":
+                want.append([])
+            else:
+                want[-1].append(p)
+        assert sentence_words(text) == [ws for ws in want if ws], text

@@ -44,7 +44,17 @@ _RUN = re.compile(rf"[{SPACELESS}]+|[^\W_{SPACELESS}]+")
 #: one character of those scripts (`match` tests the first character, `search` any)
 SPACELESS_CHAR = re.compile(rf"[{SPACELESS}]")
 _WORD = re.compile(r"[^\W_]+")
-_ASCII_WORD = re.compile(r"[a-z0-9]+")  # the same on lower-cased ASCII text, and faster
+
+
+def ascii_runs(keep: str) -> dict[int, str]:
+    """A `str.translate` table that turns every ASCII character but those of `keep` into a space: on
+    ASCII text `text.translate(table).split()` is `re.findall(f"[{keep}]+", text)`, and faster."""
+    return str.maketrans({chr(c): " " for c in range(128) if chr(c) not in keep})
+
+
+#: `ASCII_ALNUM` runs are the matches of `[a-z0-9]+`, `ASCII_LETTERS` runs those of `[a-z]+`
+ASCII_ALNUM = ascii_runs(string.ascii_lowercase + string.digits)
+ASCII_LETTERS = ascii_runs(string.ascii_lowercase)
 _APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
 #: Sentence ends: Latin-style punctuation before a space, full-width CJK/Devanagari/Arabic ends, line breaks.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？；｡।؟])\s*|\n+")
@@ -93,7 +103,7 @@ def word_units(text: str) -> list[str]:
     if "'" in folded or "\u2019" in folded:
         folded = _APOSTROPHE.sub("", folded)
     if folded.isascii():
-        return _ASCII_WORD.findall(folded)
+        return folded.translate(ASCII_ALNUM).split()
     if not SPACELESS_CHAR.search(folded):
         return _WORD.findall(folded)
     out: list[str] = []
@@ -110,11 +120,13 @@ _ENDS = frozenset(".!?…。！？；｡।؟\n")
 # back): a mark is a sentence end only when its run is followed by a space, the end or a spaceless
 # script, and retrying inside a long run not so followed ("!?!?...") would cost its square. A "?" or
 # "!" between two letters ends a sentence too: chatbots run sentences together ("movie?with").
+# Each mark looks behind only after itself (`[.!?](?<![.!?]{2})` is `(?<![.!?])[.!?]`): when every
+# alternative opens with a character class, `re` skips ahead over the spaces between words.
 _PIECE = re.compile(
-    rf"[^\W_{SPACELESS}]+|[{SPACELESS}]+|(?<![.!?…])[.!?…]++(?=\s|$|[{SPACELESS}])|(?<=[^\W\d_])[?!]++(?=[^\W\d_])"
-    r"|[。！？；｡।؟\n]"
+    rf"[^\W_{SPACELESS}]+|[{SPACELESS}]+|[.!?…](?<![.!?…]{{2}})[.!?…]*+(?=\s|$|[{SPACELESS}])"
+    r"|[?!](?<=[^\W\d_][?!])[?!]*+(?=[^\W\d_])|[。！？；｡।؟\n]"
 )
-_ASCII_PIECE = re.compile(r"[a-z0-9]+|(?<![.!?])[.!?]++(?=\s|$)|(?<=[a-z])[?!]++(?=[a-z])|\n")
+_ASCII_PIECE = re.compile(r"[a-z0-9]+|[.!?](?<![.!?]{2})[.!?]*+(?=\s|$)|[?!](?<=[a-z][?!])[?!]*+(?=[a-z])|\n")
 
 
 def sentence_words(text: str) -> list[list[str]]:

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from tracing_eval.metrics.deterministic import lexicons
 from tracing_eval.metrics.deterministic.similarity import words as all_words
-from tracing_eval.text import script_of
+from tracing_eval.text import ASCII_LETTERS, script_of
 
 #: Latin-script text needs this many words before function words can tell its language
 MIN_WORDS = 6
@@ -27,7 +27,6 @@ FOREIGN_LETTER_SHARE = 0.02
 #: characters of a text read to tell its language
 SAMPLE_CHARS = 240
 _WORD = re.compile(r"[^\W\d_]+")
-_ASCII_WORD = re.compile(r"[a-z]+")  # the same on lower-cased ASCII text, and faster
 #: `latin_language` needs this many words in the text, and this many function-word hits for its guess
 GUESS_MIN_WORDS = 6
 GUESS_MIN_HITS = 3
@@ -76,7 +75,9 @@ def words(text: str) -> list[str]:
     sample = text[:SAMPLE_CHARS].lower()
     if "://" in sample or "www." in sample:
         sample = _URL.sub(" ", sample)
-    return (_ASCII_WORD if sample.isascii() else _WORD).findall(sample)
+    if sample.isascii():
+        return sample.translate(ASCII_LETTERS).split()
+    return _WORD.findall(sample)
 
 
 def uncovered_language(text: str, covered: Iterable[str], *, words_: list[str] | None = None) -> str | None:

@@ -21,7 +21,6 @@ is `partial` (visible, passing).
 from __future__ import annotations
 
 import re
-import string
 from itertools import islice
 from typing import Any
 
@@ -30,7 +29,7 @@ from tracing_eval.metrics.deterministic import languages, lexicons
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Thread
-from tracing_eval.text import Folded, iter_sentences
+from tracing_eval.text import ASCII_LETTERS, Folded, iter_sentences
 
 DEFAULT_THRESHOLD = 0.7
 WEIGHTS: dict[str, float] = {"none": 1.0, "partial": 0.7, "fully": 0.0}
@@ -78,8 +77,6 @@ _QUOTED = re.compile(
 #: ayudarle."): too few words to tell its language by
 SHORT_WORDS = 6
 _TOKEN = re.compile(r"[^\W\d_]+")
-#: a byte table that keeps the lower-case ASCII letters and turns every other byte into a space
-_LETTERS_ONLY = bytes(c if chr(c) in string.ascii_lowercase else 32 for c in range(256))
 #: a whole opening sentence of courtesy that says nothing about the request (English): no clause
 #: break and no word that could start a refusal or an objection
 _COURTESY = Folded(
@@ -145,7 +142,7 @@ def tokens(low: str) -> list[str]:
     """The words of lower-cased `low` (`_TOKEN`); ASCII text is split at every character but a
     letter, the same words without a regex."""
     if low.isascii():
-        return low.encode().translate(_LETTERS_ONLY).decode().split()
+        return low.translate(ASCII_LETTERS).split()
     return _TOKEN.findall(low)
 
 

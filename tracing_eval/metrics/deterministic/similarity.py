@@ -19,12 +19,11 @@ from itertools import filterfalse
 from rapidfuzz.distance import Indel
 
 from tracing_eval.metrics.deterministic.lexicons import STOP_WORDS
-from tracing_eval.text import sentences, word_units
+from tracing_eval.text import ASCII_ALNUM, sentences, word_units
 
 SHINGLE = 3
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_ASCII_WORD = re.compile(r"[a-z0-9]+")  # the same on lower-cased ASCII text, and faster
 _APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
 
 # (suffix, replacement, minimum word length for the rule to apply)
@@ -55,7 +54,9 @@ def words(text: str) -> tuple[str, ...]:
     folded = (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
     if "'" in folded or "\u2019" in folded:
         folded = _APOSTROPHE.sub("", folded)
-    return tuple((_ASCII_WORD if folded.isascii() else _WORD).findall(folded))
+    if folded.isascii():
+        return tuple(folded.translate(ASCII_ALNUM).split())
+    return tuple(_WORD.findall(folded))
 
 
 def tokens(text: str) -> list[str]:
