@@ -19,8 +19,11 @@ from tracing_eval.model import MetricResult, Scope, Status
 
 def _result(spec: MetricSpec, turn_index: int | None, **fields: Any) -> MetricResult:
     """A result of `spec` on the thread (`turn_index` None) or on that turn."""
-    scope = Scope.THREAD if turn_index is None else Scope.TURN
-    return MetricResult(metric=spec.name, metric_version=spec.version, scope=scope, turn_index=turn_index, **fields)
+    fields["metric"] = spec.name
+    fields["metric_version"] = spec.version
+    fields["scope"] = Scope.THREAD if turn_index is None else Scope.TURN
+    fields["turn_index"] = turn_index
+    return MetricResult.model_validate(fields)  # as `MetricResult(**fields)`, without a keyword round trip
 
 
 def ok(

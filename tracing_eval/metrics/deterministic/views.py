@@ -28,15 +28,16 @@ def located(thread: Thread) -> list[Located]:
     """Every message in order; a missing `Message.position` falls back to the running index."""
     out: list[Located] = []
     for turn in thread.turns:
+        index = turn.index  # model attributes are slow to read: once per turn and per message
         for m in turn.messages:
-            pos = m.position if m.position is not None else len(out)
-            out.append(Located(turn.index, pos, m))
+            pos = m.position
+            out.append(Located(index, len(out) if pos is None else pos, m))
     return out
 
 
 def replies(thread: Thread) -> list[Located]:
     """Assistant messages that carry text (tool-call-only messages are skipped)."""
-    return [x for x in located(thread) if x.role == "assistant" and x.text.strip()]
+    return [x for x in located(thread) if x.message.role == "assistant" and x.message.content.strip()]
 
 
 def user_text_by_turn(thread: Thread) -> dict[int, str]:
