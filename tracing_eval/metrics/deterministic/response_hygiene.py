@@ -19,8 +19,6 @@ without an assistant message are `not_applicable`. The thread score is the share
 from __future__ import annotations
 
 import re
-import string
-from collections.abc import Sequence
 from functools import lru_cache
 
 from tracing_eval.metrics.base import MetricBase
@@ -38,9 +36,6 @@ CHECKS = ("empty", "truncated", "placeholder", "language")
 #: the function words of the Latin-script languages other than English: a reply with none of them
 #: can be guessed English or nothing, never another language
 _NOT_ENGLISH: frozenset[str] = frozenset().union(*(v for k, v in LANGUAGE_WORDS.items() if k != "en"))
-_NOT_ENGLISH_ASCII = frozenset(w.encode() for w in _NOT_ENGLISH if w.isascii())
-#: a byte table that lower-cases ASCII letters, keeps digits and turns every other byte into a space
-_ALNUM_LOWER = bytes(ord(chr(c).lower()) if chr(c) in string.ascii_letters + string.digits else 32 for c in range(256))
 
 #: names of a language (by code) or of the languages of a script, in the covered languages; a user
 #: who names the reply's language, or asks for a translation, wants that language
@@ -233,16 +228,9 @@ def language_mismatch(user: str, reply: str) -> str | None:
 
 def english_or_nothing(text: str) -> bool:
     """Can `latin_language(text)` only be "en" or None? It can when fewer than `GUESS_MIN_HITS` of the
-    words of `text` (`similarity.words`) are function words of another language. ASCII text without an
-    apostrophe has the same words as its runs of letters and digits: it is split without a regex."""
-    if text.isascii() and "'" not in text:
-        return _fewer_than_hits(text.encode().translate(_ALNUM_LOWER).split(), _NOT_ENGLISH_ASCII)
-    return _fewer_than_hits(words(text), _NOT_ENGLISH)
-
-
-def _fewer_than_hits(ws: Sequence[str] | Sequence[bytes], vocabulary: frozenset[str] | frozenset[bytes]) -> bool:
-    """Fewer than `GUESS_MIN_HITS` of the words `ws` are in `vocabulary` (most hold none of them)."""
-    return vocabulary.isdisjoint(ws) or sum(w in vocabulary for w in ws) < GUESS_MIN_HITS
+    words it reads (`similarity.words`) are function words of another language."""
+    ws = words(text)
+    return _NOT_ENGLISH.isdisjoint(ws) or sum(w in _NOT_ENGLISH for w in ws) < GUESS_MIN_HITS
 
 
 def asked_for(user: str, language: str) -> bool:
