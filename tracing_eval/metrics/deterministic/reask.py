@@ -25,7 +25,7 @@ from typing import Any
 from tracing_eval.metrics.base import MetricBase
 from tracing_eval.metrics.deterministic import slots
 from tracing_eval.metrics.deterministic.languages import maybe_elsewhere, uncovered_language, words
-from tracing_eval.metrics.deterministic.views import Located, located
+from tracing_eval.metrics.deterministic.views import Located, located, replies
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Thread
 
@@ -272,7 +272,7 @@ class Reask(MetricBase):
         if not reply_turns:
             return [not_applicable(self.spec, "no assistant replies with text")]
         items = located(thread)
-        texts = [x for x in items if x.role == "assistant" and x.text.strip()]  # `views.replies`
+        texts = replies(thread, items)
         unread: dict[int, str] = {}
         elsewhere = False
         for x in texts:

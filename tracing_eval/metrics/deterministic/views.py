@@ -35,9 +35,11 @@ def located(thread: Thread) -> list[Located]:
     return out
 
 
-def replies(thread: Thread) -> list[Located]:
-    """Assistant messages that carry text (tool-call-only messages are skipped)."""
-    return [x for x in located(thread) if x.message.role == "assistant" and x.message.content.strip()]
+def replies(thread: Thread, items: list[Located] | None = None) -> list[Located]:
+    """Assistant messages that carry text (tool-call-only messages are skipped); `items`: the thread's
+    `located` messages when the caller has them."""
+    items = located(thread) if items is None else items
+    return [x for x in items if x.message.role == "assistant" and x.message.content.strip()]
 
 
 def user_text_by_turn(thread: Thread) -> dict[int, str]:
