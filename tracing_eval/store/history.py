@@ -25,7 +25,6 @@ import hashlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Set
 from functools import partial
-from operator import methodcaller
 from typing import Any, NamedTuple, TypeVar
 
 import orjson
@@ -305,7 +304,8 @@ def _flat_history(
 
     The messages a history shares with the last one of its slot (the same keys and the same string
     values, in the same order: a conversation that grew) take their items from it unchanged."""
-    keys = list(filter(methodcaller("startswith", prefix), attrs))  # the filter runs in C
+    size = len(prefix)
+    keys = [key for key in attrs if key[:size] == prefix]  # cheaper than filter(methodcaller("startswith"))
     values = list(map(attrs.__getitem__, keys))
     items: list[bytes] = []
     ends: list[int] = []  # where each message's keys end
@@ -322,7 +322,7 @@ def _flat_history(
     groups: list[dict[str, Any]] = []
     group: dict[str, Any] = {}
     current: str | None = None
-    following, size = str(len(items)), len(prefix)
+    following = str(len(items))
     for at in range(start, len(keys)):
         index, dot, field = keys[at][size:].partition(".")
         if index != current:

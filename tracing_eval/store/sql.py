@@ -300,11 +300,14 @@ class SqlStore:
             nodes: dict[str, history.Nodes] = defaultdict(dict)  # per thread: nodes not stored in it before
             stored = {key: self._known.known(key, now) for key in set(keys.values())}
             if spans:
-                span_rows = []
-                for s in spans:
+                # histories are split oldest first, so each tends to extend the last one of its slot
+                # (`history.Chains`: only its new messages are parsed and hashed); a record does not
+                # depend on the order
+                records: dict[tuple[str, str], bytes] = {}
+                for s in sorted(spans, key=lambda s: s.start_ns):
                     key = keys[s.trace_id]
-                    data = history.span_record(s, nodes[key], self._chains, key, stored[key])
-                    span_rows.append((s.trace_id, s.span_id, data, now))
+                    records[s.trace_id, s.span_id] = history.span_record(s, nodes[key], self._chains, key, stored[key])
+                span_rows = [(s.trace_id, s.span_id, records[s.trace_id, s.span_id], now) for s in spans]
                 # a trace not stored before has no spans yet: each of its spans changes it, so they are
                 # written in a plain executemany; spans of stored traces say whether they changed. On
                 # PostgreSQL the runs go in key order (the rows' lock order, see above).
