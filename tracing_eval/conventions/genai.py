@@ -97,7 +97,7 @@ def input_tail(span: Span) -> list[Message]:
 
 def output_messages(span: Span) -> list[Message]:
     messages = parts_messages(span.attributes.get(OUTPUT), output=True)
-    return with_finish_reasons(messages, finish_reasons(span.attributes))
+    return with_finish_reasons(messages, finish_reasons(span.attributes)) if messages else messages
 
 
 def system_instructions(span: Span) -> str | None:
@@ -170,6 +170,8 @@ def _sorted_events(span: Span, names: frozenset[str] | set[str]) -> list[SpanEve
 
 def legacy_input(span: Span) -> list[Message]:
     """`gen_ai.{system,user,assistant,tool}.message` events (or a `gen_ai.content.prompt` event)."""
+    if not span.events:
+        return []
     out: list[Message] = []
     for event in _sorted_events(span, LEGACY_EVENTS - {"gen_ai.choice"}):
         body = _event_body(event)
@@ -206,6 +208,8 @@ def _choice_messages(body: dict[str, Any]) -> list[Message]:
 
 def legacy_output(span: Span) -> list[Message]:
     """`gen_ai.choice` events in index order (or a `gen_ai.content.completion` event)."""
+    if not span.events:
+        return []
     choices: list[tuple[int, list[Message]]] = []
     for n, event in enumerate(_sorted_events(span, {"gen_ai.choice"})):
         body = _event_body(event)

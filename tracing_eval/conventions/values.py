@@ -155,6 +155,8 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
         keys = list(filter(methodcaller("startswith", prefix), names))  # the filter runs in C
     except (AttributeError, TypeError):  # a key that is not a string
         keys = [k for k in attrs if isinstance(k, str) and k.startswith(prefix)]
+    if not keys:
+        return []
     groups: dict[int, dict[str, Any]] = {}
     size = len(prefix)
     for key in keys:

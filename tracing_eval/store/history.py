@@ -454,7 +454,7 @@ class Histories:
                 walked.append(node)
                 node = self._nodes[node][0]
             found = list(known[node]) if node is not None else []
-            found.extend(item(n) for n in reversed(walked))
+            found.extend(map(item, reversed(walked)))
             known[head] = found
         return found
 
@@ -499,13 +499,16 @@ class Histories:
 
     def join(self, attrs: Any) -> Any:
         """`attrs` with every history marker replaced by the history it stands for."""
-        if not isinstance(attrs, dict) or not any(_is_marker(v) for v in attrs.values()):
+        if not isinstance(attrs, dict):
             return attrs
         out = Joined()
         out.groups, out.parsed, out.plain = {}, {}, []
+        marked = False
         for key, value in attrs.items():
-            marker = value[MARK] if _is_marker(value) else None
-            if marker is None or marker.get("head") not in self._nodes:  # a value that only looks like one
+            marker = value.get(MARK) if type(value) is dict and len(value) == 1 else None
+            if type(marker) is dict:
+                marked = True
+            if type(marker) is not dict or marker.get("head") not in self._nodes:  # not one, or only looks like one
                 out[key] = value
                 out.plain.append(key)
                 continue
@@ -516,7 +519,13 @@ class Histories:
                 continue
             restored: Any
             if marker["s"]:  # JSON text: the nodes' JSON joined, as dumping the parsed items would write it
-                restored = orjson.Fragment(b"[" + b",".join(self.texts(head)) + b"]")
+                restored = b"[" + b",".join(self.texts(head)) + b"]"
+                if "rest" not in marker:  # a JSON list text, decoded if a reader asks
+                    out[key] = restored.decode()
+                    out.plain.append(key)
+                    out.parsed[key] = (out[key], partial(self.decoded, head, out[key]))
+                    continue
+                restored = orjson.Fragment(restored)
             else:
                 restored = list(self.messages(head))  # callers may change it; the chain is shared
             if "rest" in marker:
@@ -525,20 +534,34 @@ class Histories:
                 restored = dict(pairs)
             out[key] = orjson.dumps(restored).decode() if marker["s"] else restored
             out.plain.append(key)
-            if marker["s"] and "rest" not in marker:  # a JSON list text: decoded if a reader asks
-                out.parsed[key] = (out[key], partial(self.decoded, head, out[key]))
+        if not marked:  # no history to put back
+            return attrs
         out.size = len(out)
         return out
 
 
-def _is_marker(value: Any) -> bool:
-    return type(value) is dict and len(value) == 1 and type(value.get(MARK)) is dict
+M = TypeVar("M", Span, SpanEvent)
+#: The fields of the models read back, in order: stored data holds them all, in this order.
+_FIELDS: dict[type[Any], tuple[str, ...]] = {Span: tuple(Span.model_fields), SpanEvent: tuple(SpanEvent.model_fields)}
+
+
+def _construct(cls: type[M], values: dict[str, Any]) -> M:
+    """`cls.model_construct(**values)`: when `values` holds every field in order, the same model
+    (every field set, no defaults to fill, no extra or private values: the slots pydantic's
+    `model_construct` sets) without looking up each field."""
+    if tuple(values) != _FIELDS[cls]:
+        return cls.model_construct(**values)
+    model = cls.__new__(cls)
+    object.__setattr__(model, "__dict__", values)
+    object.__setattr__(model, "__pydantic_fields_set__", set(values))
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", None)
+    return model
 
 
 def _event(data: dict[str, Any], join: Callable[[Any], Any]) -> SpanEvent:
-    return SpanEvent.model_construct(
-        name=data["name"], time_ns=data["time_ns"], attributes=join(data["attributes"]), body=data["body"]
-    )
+    data["attributes"] = join(data["attributes"])
+    return _construct(SpanEvent, data)
 
 
 #: How a marker's key reads in stored JSON: data without it has no history to put back.
@@ -552,8 +575,8 @@ def read_span(data: bytes, histories: Histories) -> Span:
         d["attributes"] = histories.join(d["attributes"])
         d["events"] = [_event(e, histories.join) for e in d["events"]]
     else:
-        d["events"] = [SpanEvent.model_construct(**e) for e in d["events"]]
-    return Span.model_construct(**d)
+        d["events"] = [_construct(SpanEvent, e) for e in d["events"]]
+    return _construct(Span, d)
 
 
 def read_event(data: bytes, histories: Histories) -> SpanEvent:
