@@ -60,7 +60,7 @@ class _Delivery(BaseModel):
     @classmethod
     def _session(cls, data: Any) -> Any:
         """Rows of format 1 have no session id: it is the conversation the thread key names."""
-        if isinstance(data, Mapping) and "session_id" in cls.model_fields and "session_id" not in data:
+        if isinstance(data, Mapping) and "session_id" not in data and "session_id" in cls.model_fields:
             key = data.get("thread_key")
             return {**data, "session_id": session_of(key) if isinstance(key, str) else None}
         return data
@@ -139,15 +139,18 @@ class BadPayload(ValueError):
 def parse(kind: str, payload: Mapping[str, Any], row_id: int | None = None) -> Delivery:
     """The typed delivery of one outbox row (`kind` is the row's kind); `BadPayload` names the row
     and the fields that are wrong."""
-    where = f"outbox row {row_id} ({kind})" if row_id is not None else f"{kind} payload"
     model = _MODELS.get(kind)
     if model is None:
-        raise BadPayload(f"{where}: unknown kind {kind!r}; known: {', '.join(_MODELS)}")
+        raise BadPayload(f"{_where(kind, row_id)}: unknown kind {kind!r}; known: {', '.join(_MODELS)}")
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
         wrong = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors())
-        raise BadPayload(f"{where}: {wrong}") from None
+        raise BadPayload(f"{_where(kind, row_id)}: {wrong}") from None
+
+
+def _where(kind: str, row_id: int | None) -> str:
+    return f"outbox row {row_id} ({kind})" if row_id is not None else f"{kind} payload"
 
 
 def anchor(thread: Thread, turn_index: int | None, traces: Sequence[TracePart] = ()) -> Anchor:

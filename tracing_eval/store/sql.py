@@ -915,8 +915,9 @@ class SqlStore:
         else:
             async with self.engine.connect() as conn:
                 rows = (await conn.execute(q)).all()
-        return [
-            OutboxRow(r.id, r.sink, r.kind, r.ref, orjson.loads(r.payload), r.attempts, r.next_attempt_at) for r in rows
+        return [  # the row unpacked in `taken`'s order: cheaper than its attributes
+            OutboxRow(row_id, row_sink, kind, ref, orjson.loads(payload), attempts, lease_until)
+            for row_id, row_sink, kind, ref, payload, attempts, lease_until in rows
         ]
 
     async def renew_outbox(self, row: OutboxRow, now: float, lease_seconds: float) -> OutboxRow | None:
