@@ -126,7 +126,10 @@ _PIECE = re.compile(
     rf"[^\W_{SPACELESS}]+|[{SPACELESS}]+|[.!?…](?<![.!?…]{{2}})[.!?…]*+(?=\s|$|[{SPACELESS}])"
     r"|[?!](?<=[^\W\d_][?!])[?!]*+(?=[^\W\d_])|[。！？；｡।؟\n]"
 )
-_ASCII_PIECE = re.compile(r"[a-z0-9]+|[.!?](?<![.!?]{2})[.!?]*+(?=\s|$)|[?!](?<=[a-z][?!])[?!]*+(?=[a-z])|\n")
+# The same ends in ASCII text, as one pattern that opens with one character class (so `re` skips
+# ahead to the next mark): a line break; a run of marks followed by a space or the end; "?" or "!"
+# between two letters.
+_ASCII_END = re.compile(r"[.!?\n](?:(?<=\n)|(?<![.!?]{2})[.!?]*+(?=\s|$)|(?<=[a-z][?!])[?!]*+(?=[a-z]))")
 
 
 def sentence_words(text: str) -> list[list[str]]:
@@ -135,27 +138,20 @@ def sentence_words(text: str) -> list[list[str]]:
     folded = (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
     if "'" in folded or "\u2019" in folded:
         folded = _APOSTROPHE.sub("", folded)
+    if folded.isascii():  # the text between two ends, split into its `[a-z0-9]+` runs
+        return [units for part in _ASCII_END.split(folded) if (units := part.translate(ASCII_ALNUM).split())]
     out: list[list[str]] = []
     words: list[str] = []
-    if folded.isascii():
-        for piece in _ASCII_PIECE.findall(folded):
-            if piece[0] in _ENDS:
-                if words:
-                    out.append(words)
-                    words = []
-            else:
-                words.append(piece)
-    else:
-        for piece in _PIECE.findall(folded):
-            first = piece[0]
-            if first in _ENDS:
-                if words:
-                    out.append(words)
-                    words = []
-            elif first >= "\u0e00" and SPACELESS_CHAR.match(first):
-                words.extend(piece[k : k + 2] for k in range(max(1, len(piece) - 1)))
-            else:
-                words.append(piece)
+    for piece in _PIECE.findall(folded):
+        first = piece[0]
+        if first in _ENDS:
+            if words:
+                out.append(words)
+                words = []
+        elif first >= "\u0e00" and SPACELESS_CHAR.match(first):
+            words.extend(piece[k : k + 2] for k in range(max(1, len(piece) - 1)))
+        else:
+            words.append(piece)
     if words:
         out.append(words)
     return out

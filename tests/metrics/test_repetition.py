@@ -655,3 +655,35 @@ def test_mostly_is_frequent_repeats_near_the_end(kinds: dict[int, str], label: s
     items = [Located(k, 2 * k + 1, Message(role="assistant", content=f"reply {k}")) for k in range(14)]
     repeats = [Pair(items[k - 1], items[k], 1.0, 1.0, kind) for k, kind in kinds.items()]
     assert verdict(repeats, items) == label
+
+
+def test_the_word_gates_never_hide_a_courtesy_formula_or_a_restatement_request() -> None:
+    """`courtesy` tests its words first (`_FORMULA_WORDS`) and `Context` its user messages
+    (`_RESTATE_NEEDS`): every sentence of the labelled sets that the pattern matches passes its gate."""
+    import json
+
+    from tests.conftest import DATASETS
+    from tracing_eval.text import could_match, sentence_words
+
+    messages = [
+        m
+        for name in ("tau_airline_gpt4o.jsonl", "uss_sgd_mwoz.jsonl", "dstc9_interactive.jsonl")
+        for line in (DATASETS / name).read_text().splitlines()
+        for m in json.loads(line)["turns"]
+        if m["role"] in ("user", "assistant") and m.get("content")
+    ]
+    formulas = requests = 0
+    for m in messages:
+        if m["role"] == "assistant":
+            for words in sentence_words(m["content"]):
+                if repetition._FORMULA.search(" ".join(words)):
+                    formulas += 1
+                    assert repetition.courtesy(words), words
+        elif repetition._RESTATE.search(m["content"]):
+            requests += 1
+            assert could_match(m["content"], repetition._RESTATE_NEEDS), m["content"]
+    assert formulas > 1000 and requests > 50
+    for text in ("What did you just say?", "Come again?", "Could you double-check that?", "Noch mal bitte"):
+        assert repetition._RESTATE.search(text) and could_match(text, repetition._RESTATE_NEEDS)
+    assert repetition.courtesy("sorry for the inconvenience".split())
+    assert not repetition.courtesy("your flight leaves at noon".split())

@@ -51,7 +51,7 @@ from tracing_eval.metrics.deterministic.tool_errors import canonical_args
 from tracing_eval.metrics.deterministic.views import Located, replies
 from tracing_eval.metrics.results import not_applicable, ok
 from tracing_eval.model import MetricResult, Thread, Turn
-from tracing_eval.text import sentence_words, sentences, word_units
+from tracing_eval.text import could_match, sentence_words, sentences, word_units
 
 DEFAULT_THRESHOLD = 0.7
 
@@ -103,6 +103,13 @@ _RESTATE = re.compile(
     r"|r[ée]p[ée]t|encore une fois)\b|再说一遍|重复一下|もう一度|繰り返",
     re.I,
 )
+#: Every match of `_RESTATE` on ASCII text holds one of these (lower case).
+_RESTATE_NEEDS = tuple(
+    (
+        "again|repeat|recap|summari|restate|remind me|once more|one more time|double|confirm|what "
+        "|repite|repetir|otra vez|wiederhol|noch|repet|encore une fois"
+    ).split("|")
+)
 
 #: Courtesy formulas (English) that a good assistant says again and again; a sentence holding one
 #: ("If there's anything else, feel free to let me know!") is no repeat of the one before.
@@ -118,9 +125,17 @@ _FORMULA = re.compile(
 )
 
 
+#: Every formula holds one of these as a whole word unit (units are runs of word characters, so the
+#: pattern's `\b`-bounded words are whole units): a sentence with none of them holds no formula.
+_FORMULA_WORDS = frozenset(
+    "know else free help helps have welcome further questions thank inconvenience confusion trouble delay"
+    " frustration".split()
+)
+
+
 def courtesy(words: list[str]) -> bool:
     """True for a sentence (as word units) that holds a courtesy formula."""
-    return bool(_FORMULA.search(" ".join(words)))
+    return not _FORMULA_WORDS.isdisjoint(words) and bool(_FORMULA.search(" ".join(words)))
 
 
 @dataclass
@@ -348,7 +363,8 @@ class Context:
         return found
 
     def requested(self, turn: int) -> bool:
-        return bool(_RESTATE.search(self.user.get(turn, "")))
+        text = self.user.get(turn, "")
+        return could_match(text, _RESTATE_NEEDS) and bool(_RESTATE.search(text))
 
     def brought_up(self, among: frozenset[str], first: Located, later: Located) -> frozenset[str]:
         """Which of `among` the user or a tool brought up after `first`, up to `later`'s turn and
