@@ -150,6 +150,7 @@ def parse(kind: str, payload: Mapping[str, Any], row_id: int | None = None) -> D
 
 
 def _where(kind: str, row_id: int | None) -> str:
+    """What an error names: the outbox row, else the kind of payload."""
     return f"outbox row {row_id} ({kind})" if row_id is not None else f"{kind} payload"
 
 
