@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from operator import methodcaller
 from typing import Any
 
 import orjson
@@ -151,14 +150,14 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
             return stored
         if not any(group.startswith(prefix) or prefix.startswith(group) for group in groups_of):
             names = attrs.plain  # type: ignore[attr-defined]  # the keys no flattened history put there
-    try:
-        keys = list(filter(methodcaller("startswith", prefix), names))  # the filter runs in C
-    except (AttributeError, TypeError):  # a key that is not a string
+    size = len(prefix)
+    try:  # a slice compare is cheaper than `startswith` through a call per key
+        keys = [key for key in names if key[:size] == prefix]
+    except TypeError:  # a key that cannot be sliced
         keys = [k for k in attrs if isinstance(k, str) and k.startswith(prefix)]
     if not keys:
         return []
     groups: dict[int, dict[str, Any]] = {}
-    size = len(prefix)
     for key in keys:
         index, _, rest = key[size:].partition(".")
         if rest and index.isascii() and index.isdigit() and len(index) < 10:  # int() refuses 4300+ digits

@@ -305,7 +305,7 @@ def _flat_history(
     The messages a history shares with the last one of its slot (the same keys and the same string
     values, in the same order: a conversation that grew) take their items from it unchanged."""
     size = len(prefix)
-    keys = [key for key in attrs if key[:size] == prefix]  # cheaper than filter(methodcaller("startswith"))
+    keys = [key for key in attrs if key[:size] == prefix]  # as `values.indexed` finds them
     values = list(map(attrs.__getitem__, keys))
     items: list[bytes] = []
     ends: list[int] = []  # where each message's keys end
